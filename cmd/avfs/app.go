@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"avfs/wire"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// env is what every command needs from the process: streams, global flags and the state directory.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	json   bool   // --json
+	vault  string // --vault, "" when not given
+	home   string // AVFS_HOME or ~/.avfs
+	// printed is set once a command has printed its JSON document, so that an
+	// error after it does not print a second one.
+	printed bool
+}
+
+// globalFlags are accepted anywhere on the command line; run hoists them in
+// front of the command so that urfave/cli sees them as application flags.
+var globalFlags = map[string]bool{"vault": true, "json": false} // name -> takes a value
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	app := newApp(e)
+	args = normalizeArgs(app, args)
+	// Global flags are read before the app runs so that an error presented
+	// for a usage problem still honours --json.
+	for _, a := range args[1:] {
+		if a == "--" {
+			break
+		}
+		if a == "--json" || a == "-json" || a == "--json=true" {
+			e.json = true
+		}
+	}
+	err := app.RunContext(ctx, args)
+	return e.present(err)
+}
+
+func newApp(e *env) *cli.App {
+	app := &cli.App{
+		Name:                 "avfs",
+		Usage:                "run agent commands under policy in checkpointed SQLite vaults",
+		Version:              version,
+		HideHelpCommand:      true,
+		EnableBashCompletion: false,
+		Reader:               e.stdin,
+		Writer:               e.stdout,
+		ErrWriter:            e.stderr,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "vault", Usage: "vault `NAME` (default: the current vault, else \"default\")", EnvVars: []string{"AVFS_VAULT"}},
+			&cli.BoolFlag{Name: "json", Usage: "print exactly one JSON document on stdout"},
+		},
+		Before: func(c *cli.Context) error {
+			e.json = c.Bool("json")
+			e.vault = c.String("vault")
+			home, err := stateDir()
+			if err != nil {
+				return err
+			}
+			e.home = home
+			return nil
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // errors are presented by run
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return wire.Errorf(wire.CodeUsage, "%s", err)
+		},
+		Commands: commands(e),
+	}
+	setUsageErrors(app.Commands)
+	return app
+}
+
+// setUsageErrors makes flag errors of every command usage errors (exit 2).
+func setUsageErrors(cmds []*cli.Command) {
+	for _, c := range cmds {
+		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+			return wire.Errorf(wire.CodeUsage, "%s", err)
+		}
+		if c.Action == nil && len(c.Subcommands) > 0 {
+			c.Action = func(ctx *cli.Context) error {
+				if ctx.Args().Len() > 0 {
+					return wire.Errorf(wire.CodeUsage, "unknown command %q for %q", ctx.Args().First(), ctx.Command.FullName())
+				}
+				_ = cli.ShowSubcommandHelp(ctx)
+				return wire.Errorf(wire.CodeUsage, "%s needs a subcommand", ctx.Command.FullName())
+			}
+		}
+		setUsageErrors(c.Subcommands)
+	}
+}
+
+// stateDir returns AVFS_HOME, else ~/.avfs.
+func stateDir() (string, error) {
+	if h := os.Getenv("AVFS_HOME"); h != "" {
+		return filepath.Abs(h)
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", wire.Errorf(wire.CodeInvalidInput, "no state directory: set AVFS_HOME (%v)", err)
+	}
+	return filepath.Join(home, ".avfs"), nil
+}
+
+// present prints err (if any) the way the user asked and returns the exit status.
+func (e *env) present(err error) int {
+	if err == nil {
+		return wire.ExitOK
+	}
+	var exit *exitStatus
+	if errors.As(err, &exit) {
+		return exit.code
+	}
+	err = classify(err)
+	if e.json {
+		if !e.printed {
+			_ = writeJSON(e.stdout, wire.ErrorDocument{Error: wire.ErrorObject(err)})
+		}
+	} else {
+		fmt.Fprintf(e.stderr, "avfs: %s\n", err)
+	}
+	return wire.ExitCode(wire.CodeOf(err))
+}
+
+// exitStatus ends a command with a given status after it has printed its own result.
+type exitStatus struct{ code int }
+
+func (x *exitStatus) Error() string { return fmt.Sprintf("exit status %d", x.code) }
+
+// classify turns urfave/cli's own errors (unknown command, missing flag
+// values) into usage errors.
+func classify(err error) error {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return err
+	}
+	msg := err.Error()
+	for _, p := range []string{"flag provided but not defined", "flag needs an argument", "invalid value", "No help topic", "Required flag", "invalid boolean"} {
+		if strings.Contains(msg, p) {
+			return wire.Errorf(wire.CodeUsage, "%s", msg)
+		}
+	}
+	return err
+}
+
+// usageError is a shortcut for a usage error.
+func usageError(format string, args ...any) error {
+	return wire.Errorf(wire.CodeUsage, format, args...)
+}

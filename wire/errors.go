@@ -1,0 +1,123 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable snake_case error code. Codes appear on the wire as
+// error.code and each maps to one documented exit status (see ExitCode).
+type Code string
+
+// The error codes. Documented in docs/errors.md; never renamed.
+const (
+	CodeNotFound           Code = "not_found"            // a path does not exist in the vault
+	CodeAlreadyExists      Code = "already_exists"       // the target path or vault already exists
+	CodeInvalidPath        Code = "invalid_path"         // a vault path is malformed or escapes the root
+	CodeInvalidInput       Code = "invalid_input"        // a flag, name or argument is not acceptable
+	CodeUsage              Code = "usage"                // the command line itself is wrong
+	CodeNotDir             Code = "not_a_directory"      // a path component is not a directory
+	CodeIsDir              Code = "is_a_directory"       // a file operation named a directory
+	CodeNotEmpty           Code = "directory_not_empty"  // rmdir or rename over a non-empty directory
+	CodeVaultNotFound      Code = "vault_not_found"      // no vault by that name
+	CodeVaultBusy          Code = "vault_busy"           // the vault is locked by another user (mount, writer)
+	CodeVaultHasForks      Code = "vault_has_forks"      // delete refused: live forks borrow from this vault
+	CodeQuotaExceeded      Code = "quota_exceeded"       // the write would exceed a quota; nothing changed
+	CodeCheckpointNotFound Code = "checkpoint_not_found" // no checkpoint by that id or name
+	CodeVersionNotFound    Code = "version_not_found"    // no such version in a file's history
+	CodeIntegrity          Code = "integrity_failed"     // vault check or audit verify found problems
+	CodeHostIO             Code = "host_io"              // reading or writing the host file system failed
+	CodeInternal           Code = "internal"             // a bug or an unexpected storage failure
+)
+
+// Exit statuses of avfs commands (except proxy exec, which follows timeout(1)).
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// ExitCode maps an error code to the process exit status.
+func ExitCode(c Code) int {
+	switch c {
+	case CodeUsage:
+		return ExitUsage
+	case "":
+		return ExitOK
+	default:
+		return ExitFailure
+	}
+}
+
+// Error is the one error type of avfs. Code is stable and machine readable;
+// Message is for people; Details are extra fields merged into the JSON error
+// object. Err, when set, is the underlying cause (not serialised).
+type Error struct {
+	Code    Code
+	Message string
+	Details map[string]any
+	Err     error
+}
+
+// Errorf returns an *Error with the given code and a formatted message. A %w
+// verb in format records the wrapped error as the cause.
+func Errorf(code Code, format string, args ...any) *Error {
+	e := fmt.Errorf(format, args...)
+	return &Error{Code: code, Message: e.Error(), Err: errors.Unwrap(e)}
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// With returns e with one more detail field.
+func (e *Error) With(key string, value any) *Error {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	e.Details[key] = value
+	return e
+}
+
+// Is makes errors.Is(err, &Error{Code: c}) match any *Error with code c.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Message == "" && t.Code == e.Code
+}
+
+// CodeOf returns the code of the first *Error in err's chain, CodeInternal
+// for any other non-nil error, and "" for nil.
+func CodeOf(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// HasCode reports whether err carries the given code.
+func HasCode(err error, c Code) bool { return err != nil && CodeOf(err) == c }
+
+// ErrorObject is the JSON form of an error: {"code": ..., "message": ..., details...}.
+// Message is the full message of err (with the operations that wrapped it).
+func ErrorObject(err error) map[string]any {
+	obj := map[string]any{}
+	var e *Error
+	if errors.As(err, &e) {
+		for k, v := range e.Details {
+			obj[k] = v
+		}
+	}
+	obj["code"] = string(CodeOf(err))
+	obj["message"] = err.Error()
+	return obj
+}
+
+// ErrorDocument is the whole JSON document printed for a failed command with --json.
+type ErrorDocument struct {
+	Error map[string]any `json:"error"`
+}

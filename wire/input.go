@@ -1,0 +1,105 @@
+package wire
+
+// InputSchemaVersion is the version of the policy input document.
+const InputSchemaVersion = 1
+
+// Input is the document the policy engine evaluates (input in Rego). It is
+// built by engine.Parse from one top-level command and documented in
+// docs/policy.md.
+type Input struct {
+	SchemaVersion int `json:"schema_version"`
+	// Command is the top-level command after wrappers were unwrapped.
+	Command Command `json:"command"`
+	// Commands is every simple command found, the top-level one first, then
+	// every command inside shell scripts, substitutions and eval strings.
+	Commands []Command `json:"commands"`
+	// Script is set when a shell script was parsed (sh -c "…" or --shell).
+	Script *Script `json:"script"`
+	// Paths holds every argument or redirect target that looks like a path.
+	Paths   []Path       `json:"paths"`
+	Cwd     string       `json:"cwd"` // vault-absolute working directory ("/" is the vault root)
+	Env     []string     `json:"env"` // names of the variables the command will see
+	Vault   VaultInput   `json:"vault"`
+	Request RequestInput `json:"request"`
+}
+
+// Command is one simple command: argv after wrappers were unwrapped.
+type Command struct {
+	Argv        []string          `json:"argv"`         // the command's words, wrappers removed
+	Raw         string            `json:"raw"`          // the command as written (argv joined and quoted, or script source)
+	Program     string            `json:"program"`      // basename of the real program ("/usr/bin/curl" gives "curl")
+	ProgramPath string            `json:"program_path"` // resolved on PATH; "" when not found
+	Args        []string          `json:"args"`         // every word after the program
+	Flags       []string          `json:"flags"`        // flags: "-rf" gives "-r","-f"; "--out=x" gives "--out"
+	FlagValues  map[string]string `json:"flag_values"`  // long flags given as --name=value
+	Operands    []string          `json:"operands"`     // args that are not flags ("git status" gives ["status"])
+	Wrappers    []Wrapper         `json:"wrappers"`     // wrappers peeled off, outermost first
+	Assignments map[string]string `json:"assignments"`  // VAR=value from leading assignments and env
+	Redirects   []Redirect        `json:"redirects"`    // redirects attached to this command (scripts only)
+	// Origin says where the command was found: "argv" (top level), "script"
+	// (a shell script), "substitution" ($(…), backticks, <(…)), "eval"
+	// (a literal eval string), "xargs" (run by xargs).
+	Origin string `json:"origin"`
+	// Pipeline is the index of this command within its pipeline (0 for the
+	// first or a command not in a pipeline) and PipelineLen its length.
+	Pipeline    int `json:"pipeline"`
+	PipelineLen int `json:"pipeline_len"`
+	// ReadsStdinScript is true for a shell or interpreter that reads its
+	// program from stdin (sh, bash -s, python -, …).
+	ReadsStdinScript bool `json:"reads_stdin_script"`
+}
+
+// Wrapper is a program that runs another one (env, sudo, timeout, xargs, busybox …).
+type Wrapper struct {
+	Name string   `json:"name"` // basename ("sudo", "env", "busybox")
+	Argv []string `json:"argv"` // the wrapper's own words, options included
+}
+
+// Script describes a parsed shell script.
+type Script struct {
+	Source          string     `json:"source"`
+	Shell           string     `json:"shell"` // "sh", "bash", … or "" for --shell
+	HasSubstitution bool       `json:"has_substitution"`
+	PipesToShell    bool       `json:"pipes_to_shell"`
+	ParseError      string     `json:"parse_error"` // "" when the script parsed
+	Redirects       []Redirect `json:"redirects"`   // every redirect in the script
+	Functions       []string   `json:"functions"`   // names of functions defined
+}
+
+// Redirect is one shell redirection.
+type Redirect struct {
+	Op     string `json:"op"`     // ">", ">>", "<", "2>", "&>", "<<", "<(", …
+	Target string `json:"target"` // the word after the operator
+}
+
+// Path is an argument or redirect target that looks like a path.
+type Path struct {
+	Arg         string `json:"arg"`          // as written
+	Path        string `json:"path"`         // resolved: vault-absolute when inside, else the host path
+	InsideVault bool   `json:"inside_vault"` // false for absolute host paths, ~, $HOME and .. escapes
+	Source      string `json:"source"`       // "arg" or "redirect"
+	Command     int    `json:"command"`      // index into Commands
+}
+
+// VaultInput describes the vault the command would run in.
+type VaultInput struct {
+	Name   string     `json:"name"`
+	Files  int64      `json:"files"`
+	Bytes  int64      `json:"bytes"`
+	Quotas QuotaInput `json:"quotas"`
+	Parent string     `json:"parent"`
+}
+
+// QuotaInput are the vault's quotas; 0 means unlimited.
+type QuotaInput struct {
+	MaxSizeMB     int64 `json:"max_size_mb"`
+	MaxFiles      int64 `json:"max_files"`
+	MaxFileSizeMB int64 `json:"max_file_size_mb"`
+}
+
+// RequestInput are the options the caller gave for this run.
+type RequestInput struct {
+	TimeoutMS  int64  `json:"timeout_ms"`
+	Readonly   bool   `json:"readonly"`
+	ApprovalID string `json:"approval_id"`
+}
