@@ -44,7 +44,7 @@ lint:
 	$(GO) vet $(PKGS)
 
 bench: build
-	AVFS_BIN=$(CURDIR)/bin/avfs $(GO) run ./docs/benchgen -out docs/benchmarks.md
+	AVFS_BIN=$(CURDIR)/bin/avfs $(GO) run ./tests/bench -out docs/benchmarks.md
 
 clean:
 	rm -rf bin .rego-coverage.json
