@@ -1,0 +1,277 @@
+package vault
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"regexp"
+	"strconv"
+	"time"
+
+	"avfs/wire"
+)
+
+// Checkpoint is a saved state of the vault that it can be restored to.
+type Checkpoint struct {
+	ID          int64     `json:"id"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	CreatedAt   time.Time `json:"created_at"`
+	Files       int64     `json:"files"`
+	Bytes       int64     `json:"bytes"`
+	Generation  int64     `json:"generation"`
+}
+
+var checkpointNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// validCheckpointName checks a checkpoint name; names that are all digits
+// are refused because they read as ids.
+func validCheckpointName(name string) error {
+	if !checkpointNameRE.MatchString(name) {
+		return wire.Errorf(wire.CodeInvalidInput, "invalid checkpoint name %q: use 1-128 letters, digits, '.', '_', ':' or '-'", name)
+	}
+	if _, err := strconv.ParseInt(name, 10, 64); err == nil {
+		return wire.Errorf(wire.CodeInvalidInput, "invalid checkpoint name %q: a name cannot be a number (numbers are ids)", name)
+	}
+	return nil
+}
+
+// SaveCheckpoint records the current state. It costs O(1): the current
+// generation becomes the checkpoint and a new one starts.
+func (v *Vault) SaveCheckpoint(ctx context.Context, name, description string) (Checkpoint, error) {
+	if name != "" {
+		if err := validCheckpointName(name); err != nil {
+			return Checkpoint{}, err
+		}
+	}
+	var cp Checkpoint
+	err := v.update(ctx, "save checkpoint", func(t *txn) error {
+		var nameArg any
+		if name != "" {
+			nameArg = name
+		}
+		r, err := t.tx.ExecContext(ctx, "INSERT INTO checkpoints (name, description, gen, created_ns, files, bytes) VALUES (?, ?, ?, ?, ?, ?)",
+			nameArg, description, t.st.gen, t.now, t.st.files, t.st.bytes)
+		if err != nil {
+			var n int
+			if qerr := t.tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM checkpoints WHERE name = ?", name).Scan(&n); qerr == nil && n > 0 {
+				return wire.Errorf(wire.CodeAlreadyExists, "a checkpoint named %q exists", name).With("checkpoint", name)
+			}
+			return err
+		}
+		id, _ := r.LastInsertId()
+		cp = Checkpoint{ID: id, Name: name, Description: description, CreatedAt: time.Unix(0, t.now), Files: t.st.files, Bytes: t.st.bytes, Generation: t.st.gen}
+		t.st.gen++
+		t.audit("checkpoint.save", "/", map[string]any{"id": id, "name": name})
+		return nil
+	})
+	return cp, err
+}
+
+const checkpointCols = "id, COALESCE(name, ''), description, created_ns, files, bytes, gen"
+
+func scanCheckpoint(sc interface{ Scan(...any) error }) (Checkpoint, error) {
+	var cp Checkpoint
+	var ns int64
+	err := sc.Scan(&cp.ID, &cp.Name, &cp.Description, &ns, &cp.Files, &cp.Bytes, &cp.Generation)
+	cp.CreatedAt = time.Unix(0, ns)
+	return cp, err
+}
+
+// Checkpoints lists the checkpoints, oldest first.
+func (v *Vault) Checkpoints(ctx context.Context) ([]Checkpoint, error) {
+	out := []Checkpoint{}
+	err := v.view(ctx, "list checkpoints", func(q querier, _ state) error {
+		rows, err := q.QueryContext(ctx, "SELECT "+checkpointCols+" FROM checkpoints ORDER BY id")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			cp, err := scanCheckpoint(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, cp)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// findCheckpoint looks a checkpoint up by id (a number) or name.
+func findCheckpoint(ctx context.Context, q querier, ref string) (Checkpoint, error) {
+	var row *sql.Row
+	if id, err := strconv.ParseInt(ref, 10, 64); err == nil {
+		row = q.QueryRowContext(ctx, "SELECT "+checkpointCols+" FROM checkpoints WHERE id = ?", id)
+	} else {
+		row = q.QueryRowContext(ctx, "SELECT "+checkpointCols+" FROM checkpoints WHERE name = ?", ref)
+	}
+	cp, err := scanCheckpoint(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return cp, wire.Errorf(wire.CodeCheckpointNotFound, "no checkpoint %q", ref).With("checkpoint", ref)
+	}
+	return cp, err
+}
+
+// Checkpoint returns the checkpoint with that id or name.
+func (v *Vault) Checkpoint(ctx context.Context, ref string) (Checkpoint, error) {
+	var cp Checkpoint
+	err := v.view(ctx, "find checkpoint", func(q querier, _ state) error {
+		var err error
+		cp, err = findCheckpoint(ctx, q, ref)
+		return err
+	})
+	return cp, err
+}
+
+// RestoreResult says what a restore changed.
+type RestoreResult struct {
+	Checkpoint Checkpoint `json:"checkpoint"`
+	Changes    []Change   `json:"changes"`
+}
+
+// RestoreCheckpoint returns the vault to the state saved in checkpoint ref,
+// in one transaction: a crash leaves the old state or the new one. Its cost
+// grows with the changes since the checkpoint, not the vault's size. Later
+// checkpoints stay restorable.
+func (v *Vault) RestoreCheckpoint(ctx context.Context, ref string) (RestoreResult, error) {
+	var res RestoreResult
+	err := v.update(ctx, "restore checkpoint", func(t *txn) error {
+		cp, err := findCheckpoint(ctx, t.tx, ref)
+		if err != nil {
+			return err
+		}
+		res.Checkpoint = cp
+		g, G := cp.Generation, t.st.gen
+		changes, err := diffGens(ctx, t.tx, G, g)
+		if err != nil {
+			return err
+		}
+		res.Changes = changes
+		// Inodes whose live row differs from the checkpoint, for history.
+		affected, err := changedInodes(ctx, t.tx, g, G)
+		if err != nil {
+			return err
+		}
+		for _, tbl := range []string{"inodes", "dentries"} {
+			cols := inodeCols
+			sel := "ino, ?, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks"
+			if tbl == "dentries" {
+				cols, sel = "parent, name, gen_from, ino", "parent, name, ?, ino"
+			}
+			if _, err := t.tx.ExecContext(ctx, "DELETE FROM "+tbl+" WHERE gen_to = ? AND gen_from = ?", live, G); err != nil {
+				return err
+			}
+			if _, err := t.tx.ExecContext(ctx, "UPDATE "+tbl+" SET gen_to = ? WHERE gen_to = ? AND gen_from > ?", G, live, g); err != nil {
+				return err
+			}
+			if _, err := t.tx.ExecContext(ctx, "INSERT INTO "+tbl+" ("+cols+") SELECT "+sel+" FROM "+tbl+" WHERE gen_to > ? AND gen_to < ? AND gen_from <= ?", G, g, live, g); err != nil {
+				return err
+			}
+		}
+		t.st.files, t.st.bytes = cp.Files, cp.Bytes
+		for _, ino := range affected {
+			in, err := getInode(ctx, t.tx, ino.ino)
+			switch {
+			case err == nil:
+				if err := t.recordVersionAt(in, "", "restore"); err != nil {
+					return err
+				}
+			case wire.HasCode(err, wire.CodeNotFound):
+				if ino.kind != KindDir && ino.path != "" {
+					gone := &inode{ino: ino.ino, kind: ino.kind, mode: ino.mode, size: ino.size, target: ino.target, chunks: ino.chunks}
+					if err := t.recordVersionAt(gone, ino.path, "delete"); err != nil {
+						return err
+					}
+				}
+			default:
+				return err
+			}
+		}
+		t.audit("checkpoint.restore", "/", map[string]any{"id": cp.ID, "name": cp.Name, "changes": len(changes)})
+		return nil
+	})
+	return res, err
+}
+
+type changedIno struct {
+	ino    int64
+	kind   Kind
+	mode   uint32
+	size   int64
+	target string
+	chunks []byte
+	path   string
+}
+
+// changedInodes lists the inodes live now whose rows changed after gen g,
+// and those that existed at g but not now, with their current paths.
+func changedInodes(ctx context.Context, q querier, g, G int64) ([]changedIno, error) {
+	rows, err := q.QueryContext(ctx, `SELECT DISTINCT ino FROM inodes WHERE (gen_to = ? AND gen_from > ?) OR (gen_to > ? AND gen_to < ? AND gen_from <= ?)`, live, g, g, live, g)
+	if err != nil {
+		return nil, err
+	}
+	var inos []int64
+	for rows.Next() {
+		var ino int64
+		if err := rows.Scan(&ino); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		inos = append(inos, ino)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]changedIno, 0, len(inos))
+	for _, ino := range inos {
+		c := changedIno{ino: ino}
+		if in, err := getInode(ctx, q, ino); err == nil {
+			c.kind, c.mode, c.size, c.target, c.chunks = in.kind, in.mode, in.size, in.target, in.chunks
+			c.path, _ = pathOf(ctx, q, ino)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// DeleteCheckpoint removes checkpoint ref and the old rows only it kept.
+func (v *Vault) DeleteCheckpoint(ctx context.Context, ref string) (Checkpoint, error) {
+	var cp Checkpoint
+	err := v.update(ctx, "delete checkpoint", func(t *txn) error {
+		var err error
+		if cp, err = findCheckpoint(ctx, t.tx, ref); err != nil {
+			return err
+		}
+		if _, err := t.tx.ExecContext(ctx, "DELETE FROM checkpoints WHERE id = ?", cp.ID); err != nil {
+			return err
+		}
+		if err := dropUnpinnedRows(ctx, t.tx, cp.Generation); err != nil {
+			return err
+		}
+		t.audit("checkpoint.delete", "/", map[string]any{"id": cp.ID, "name": cp.Name})
+		return nil
+	})
+	return cp, err
+}
+
+// dropUnpinnedRows deletes closed rows visible at gen g (or at any gen when
+// g is 0) that no checkpoint and no fork needs any more.
+func dropUnpinnedRows(ctx context.Context, q querier, g int64) error {
+	for _, tbl := range []string{"inodes", "dentries"} {
+		cond := ""
+		args := []any{live}
+		if g > 0 {
+			cond = " AND gen_from <= ? AND gen_to > ?"
+			args = append(args, g, g)
+		}
+		if _, err := q.ExecContext(ctx, `DELETE FROM `+tbl+` WHERE gen_to < ?`+cond+`
+			AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.gen >= `+tbl+`.gen_from AND c.gen < `+tbl+`.gen_to)
+			AND NOT EXISTS (SELECT 1 FROM forks f WHERE f.gen >= `+tbl+`.gen_from AND f.gen < `+tbl+`.gen_to)`, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}

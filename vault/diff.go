@@ -1,0 +1,269 @@
+package vault
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"path"
+	"sort"
+)
+
+// Change is one path that differs between two states of a vault.
+type Change struct {
+	Path       string  `json:"path"` // vault-absolute
+	Op         string  `json:"op"`   // added, modified or deleted
+	Kind       Kind    `json:"kind"`
+	SizeBefore *int64  `json:"size_before"`
+	SizeAfter  *int64  `json:"size_after"`
+	ModeBefore *uint32 `json:"mode_before"`
+	ModeAfter  *uint32 `json:"mode_after"`
+}
+
+// Diff lists what changed from checkpoint from to checkpoint to; an empty
+// to means the current state.
+func (v *Vault) Diff(ctx context.Context, from, to string) ([]Change, error) {
+	var out []Change
+	err := v.view(ctx, "diff checkpoints", func(q querier, st state) error {
+		a, err := findCheckpoint(ctx, q, from)
+		if err != nil {
+			return err
+		}
+		gb := st.gen
+		if to != "" {
+			b, err := findCheckpoint(ctx, q, to)
+			if err != nil {
+				return err
+			}
+			gb = b.Generation
+		}
+		out, err = diffGens(ctx, q, a.Generation, gb)
+		return err
+	})
+	return out, err
+}
+
+// rowAt returns the inode row of ino visible at generation g, or nil.
+func rowAt(ctx context.Context, q querier, ino, g int64) (*inode, error) {
+	in, err := scanInode(q.QueryRowContext(ctx, "SELECT "+inodeCols+" FROM inodes WHERE ino = ? AND gen_from <= ? AND gen_to > ?", ino, g, g))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return in, err
+}
+
+// pathAt returns the path of ino at generation g ("" when it has none).
+func pathAt(ctx context.Context, q querier, ino, g int64) (string, error) {
+	var parts []string
+	for ino != rootIno {
+		var parent int64
+		var name string
+		err := q.QueryRowContext(ctx, "SELECT parent, name FROM dentries WHERE ino = ? AND gen_from <= ? AND gen_to > ? ORDER BY parent, name LIMIT 1", ino, g, g).Scan(&parent, &name)
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, name)
+		ino = parent
+		if len(parts) > 4096 {
+			return "", nil
+		}
+	}
+	p := "/"
+	for i := len(parts) - 1; i >= 0; i-- {
+		p = path.Join(p, parts[i])
+	}
+	return p, nil
+}
+
+// diffGens lists the changes from the state at generation ga to the state
+// at gb. It reads only rows that changed between them (and the subtrees of
+// directories added, removed or moved).
+func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
+	lo, hi := min(ga, gb), max(ga, gb)
+	if lo == hi {
+		return []Change{}, nil
+	}
+	before := map[string]int64{} // path -> ino at ga
+	after := map[string]int64{}  // path -> ino at gb
+
+	// Entries whose (parent, name) -> ino mapping changed.
+	type key struct {
+		parent int64
+		name   string
+	}
+	keys := map[key]bool{}
+	rows, err := q.QueryContext(ctx, `SELECT parent, name FROM dentries WHERE (gen_from > ? AND gen_from <= ?) OR (gen_to > ? AND gen_to <= ?)`, lo, hi, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var k key
+		if err := rows.Scan(&k.parent, &k.name); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		keys[k] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	entryAt := func(k key, g int64) (int64, error) {
+		var ino int64
+		err := q.QueryRowContext(ctx, "SELECT ino FROM dentries WHERE parent = ? AND name = ? AND gen_from <= ? AND gen_to > ?", k.parent, k.name, g, g).Scan(&ino)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil
+		}
+		return ino, err
+	}
+	var expand func(m map[string]int64, p string, ino, g int64) error
+	expand = func(m map[string]int64, p string, ino, g int64) error {
+		m[p] = ino
+		in, err := rowAt(ctx, q, ino, g)
+		if err != nil || in == nil || in.kind != KindDir {
+			return err
+		}
+		rows, err := q.QueryContext(ctx, "SELECT name, ino FROM dentries WHERE parent = ? AND gen_from <= ? AND gen_to > ?", ino, g, g)
+		if err != nil {
+			return err
+		}
+		type child struct {
+			name string
+			ino  int64
+		}
+		var cs []child
+		for rows.Next() {
+			var c child
+			if err := rows.Scan(&c.name, &c.ino); err != nil {
+				rows.Close()
+				return err
+			}
+			cs = append(cs, c)
+		}
+		rows.Close()
+		for _, c := range cs {
+			if err := expand(m, path.Join(p, c.name), c.ino, g); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
+	for k := range keys {
+		ia, err := entryAt(k, ga)
+		if err != nil {
+			return nil, err
+		}
+		ib, err := entryAt(k, gb)
+		if err != nil {
+			return nil, err
+		}
+		if ia == ib {
+			continue
+		}
+		if ia != 0 {
+			if pp, err := pathAt(ctx, q, k.parent, ga); err != nil {
+				return nil, err
+			} else if pp != "" || k.parent == rootIno {
+				if err := expand(before, path.Join(pp, k.name), ia, ga); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if ib != 0 {
+			if pp, err := pathAt(ctx, q, k.parent, gb); err != nil {
+				return nil, err
+			} else if pp != "" || k.parent == rootIno {
+				if err := expand(after, path.Join(pp, k.name), ib, gb); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	// Inodes whose attributes or content changed in place.
+	rows, err = q.QueryContext(ctx, `SELECT DISTINCT ino FROM inodes WHERE (gen_from > ? AND gen_from <= ?) OR (gen_to > ? AND gen_to <= ?)`, lo, hi, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	var inos []int64
+	for rows.Next() {
+		var ino int64
+		if err := rows.Scan(&ino); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		inos = append(inos, ino)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, ino := range inos {
+		pa, err := pathAt(ctx, q, ino, ga)
+		if err != nil {
+			return nil, err
+		}
+		pb, err := pathAt(ctx, q, ino, gb)
+		if err != nil {
+			return nil, err
+		}
+		if pa != "" && pb != "" {
+			if _, ok := before[pa]; !ok {
+				before[pa] = ino
+			}
+			if _, ok := after[pb]; !ok {
+				after[pb] = ino
+			}
+		}
+	}
+	// Compare.
+	paths := map[string]bool{}
+	for p := range before {
+		paths[p] = true
+	}
+	for p := range after {
+		paths[p] = true
+	}
+	out := []Change{}
+	for p := range paths {
+		var a, b *inode
+		if ino, ok := before[p]; ok {
+			if a, err = rowAt(ctx, q, ino, ga); err != nil {
+				return nil, err
+			}
+		}
+		if ino, ok := after[p]; ok {
+			if b, err = rowAt(ctx, q, ino, gb); err != nil {
+				return nil, err
+			}
+		}
+		c := Change{Path: p}
+		switch {
+		case a == nil && b == nil:
+			continue
+		case a == nil:
+			c.Op, c.Kind = "added", b.kind
+		case b == nil:
+			c.Op, c.Kind = "deleted", a.kind
+		default:
+			if a.ino == b.ino && a.kind == b.kind && a.mode == b.mode && (a.kind == KindDir ||
+				a.size == b.size && a.mtime == b.mtime && a.target == b.target && bytes.Equal(a.chunks, b.chunks)) {
+				continue
+			}
+			c.Op, c.Kind = "modified", b.kind
+		}
+		if a != nil {
+			sz, md := a.size, a.mode
+			c.SizeBefore, c.ModeBefore = &sz, &md
+		}
+		if b != nil {
+			sz, md := b.size, b.mode
+			c.SizeAfter, c.ModeAfter = &sz, &md
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}

@@ -1,0 +1,290 @@
+package vault
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"avfs/wire"
+)
+
+// Fork makes a new vault dst that starts as src's current state. It copies
+// metadata only: file content stays in src (or src's ancestors) and is read
+// from there, and src keeps the state the fork borrows from (like a
+// checkpoint) until the fork is detached or deleted. Writes in either vault
+// never show in the other.
+func (s *Store) Fork(ctx context.Context, src, dst string) (*Vault, error) {
+	if err := ValidName(dst); err != nil {
+		return nil, err
+	}
+	parent, err := s.Open(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	defer parent.Close()
+	if _, err := os.Stat(s.PathOf(dst)); err == nil {
+		return nil, wire.Errorf(wire.CodeAlreadyExists, "fork vault: %q already exists", dst).With("vault", dst)
+	}
+	uuid := ""
+	var pst state
+	// Pin src's state: the fork point is a generation src keeps.
+	err = parent.update(ctx, "fork vault", func(t *txn) error {
+		uuid = newUUID()
+		pst = t.st
+		if _, err := t.tx.ExecContext(ctx, "INSERT INTO forks (uuid, name, gen, created_ns) VALUES (?, ?, ?, ?)", uuid, dst, t.st.gen, t.now); err != nil {
+			return err
+		}
+		t.st.gen++
+		t.audit("vault.fork", "/", map[string]any{"fork": dst, "generation": pst.gen})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	child, err := s.createFork(ctx, parent, dst, uuid, pst)
+	if err != nil {
+		// Release the pin; the fork was not made.
+		_ = parent.update(ctx, "fork vault", func(t *txn) error {
+			_, err := t.tx.ExecContext(ctx, "DELETE FROM forks WHERE uuid = ?", uuid)
+			return err
+		})
+		return nil, err
+	}
+	return child, nil
+}
+
+func (s *Store) createFork(ctx context.Context, parent *Vault, dst, uuid string, pst state) (*Vault, error) {
+	path := s.PathOf(dst)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, wire.Errorf(wire.CodeAlreadyExists, "fork vault: %q already exists", dst).With("vault", dst)
+		}
+		return nil, wire.Errorf(wire.CodeHostIO, "fork vault: %w", err)
+	}
+	f.Close()
+	v, err := open(path, s.Opts)
+	if err != nil {
+		os.Remove(path)
+		return nil, err
+	}
+	fail := func(err error) (*Vault, error) {
+		v.Close()
+		removeFiles(path)
+		return nil, err
+	}
+	if err := v.init(ctx, dst, pst.name, pst.uuid, pst.gen); err != nil {
+		return fail(err)
+	}
+	conn, err := v.db.Conn(ctx)
+	if err != nil {
+		return fail(storageErr("fork vault", err))
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "ATTACH DATABASE ? AS src", "file:"+parent.path+"?mode=ro"); err != nil {
+		return fail(storageErr("fork vault", err))
+	}
+	err = func() error {
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		g := pst.gen
+		if _, err := tx.ExecContext(ctx, `INSERT INTO main.inodes (`+inodeCols+`)
+			SELECT ino, 1, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks FROM src.inodes WHERE gen_from <= ? AND gen_to > ?`, g, g); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO main.dentries (parent, name, gen_from, ino)
+			SELECT parent, name, 1, ino FROM src.dentries WHERE gen_from <= ? AND gen_to > ?`, g, g); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE main.state SET uuid = ?, gen = 1, next_ino = ?, files = ?, bytes = ?, max_bytes = ?, max_files = ?, max_file_bytes = ? WHERE id = 1`,
+			uuid, pst.nextIno, pst.files, pst.bytes, pst.maxBytes, pst.maxFiles, pst.maxFileBytes); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}()
+	if _, derr := conn.ExecContext(ctx, "DETACH DATABASE src"); err == nil && derr != nil {
+		err = derr
+	}
+	if err != nil {
+		return fail(storageErr("fork vault", err))
+	}
+	return v, nil
+}
+
+// parentVault opens (once) the vault a fork borrows from; nil when v is not a fork.
+func (v *Vault) parentVault(ctx context.Context) (*Vault, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.parent != nil {
+		return v.parent, nil
+	}
+	var name, uuid string
+	if err := v.rdb.QueryRowContext(ctx, "SELECT parent_name, parent_uuid FROM state WHERE id = 1").Scan(&name, &uuid); err != nil {
+		return nil, err
+	}
+	if name == "" {
+		return nil, nil
+	}
+	p, err := Open(ctx, filepath.Join(filepath.Dir(v.path), name+fileExt), Options{Actor: v.actor})
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeIntegrity, "this fork's parent vault %q cannot be opened: %w", name, err)
+	}
+	var puuid string
+	if err := p.rdb.QueryRowContext(ctx, "SELECT uuid FROM state WHERE id = 1").Scan(&puuid); err != nil || puuid != uuid {
+		p.Close()
+		return nil, wire.Errorf(wire.CodeIntegrity, "this fork's parent vault %q was replaced (uuid %s, expected %s)", name, puuid, uuid)
+	}
+	v.parent = p
+	return p, nil
+}
+
+// Detach makes the fork name stand alone: it copies every chunk it borrows
+// from its ancestors into its own file and releases the parent's pin.
+func (s *Store) Detach(ctx context.Context, name string) error {
+	v, err := s.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	var parentName, parentUUID, uuid string
+	if err := v.rdb.QueryRowContext(ctx, "SELECT parent_name, parent_uuid, uuid FROM state WHERE id = 1").Scan(&parentName, &parentUUID, &uuid); err != nil {
+		return storageErr("detach vault", err)
+	}
+	if parentName == "" {
+		return wire.Errorf(wire.CodeInvalidInput, "detach vault %q: it is not a fork", name).With("vault", name)
+	}
+	if _, err := v.parentVault(ctx); err != nil {
+		return fmt.Errorf("detach vault %q: %w", name, err)
+	}
+	err = v.update(ctx, "detach vault", func(t *txn) error {
+		hashes, err := referencedHashes(ctx, t.tx)
+		if err != nil {
+			return err
+		}
+		copied := 0
+		for h := range hashes {
+			var one int
+			err := t.tx.QueryRowContext(ctx, "SELECT 1 FROM chunks WHERE hash = ?", []byte(h)).Scan(&one)
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			data, err := v.chunkData(ctx, t.tx, []byte(h))
+			if err != nil {
+				return err
+			}
+			if _, err := t.tx.ExecContext(ctx, "INSERT INTO chunks (hash, size, data) VALUES (?, ?, ?)", []byte(h), len(data), data); err != nil {
+				return err
+			}
+			copied++
+		}
+		t.st.parentName, t.st.parentUUID, t.st.parentGen, t.st.forkedNS = "", "", 0, 0
+		t.audit("vault.detach", "/", map[string]any{"parent": parentName, "chunks_copied": copied})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	v.mu.Lock()
+	if v.parent != nil {
+		v.parent.Close()
+		v.parent = nil
+	}
+	v.mu.Unlock()
+	if err := s.unregisterFork(ctx, parentName, uuid); err != nil && !wire.HasCode(err, wire.CodeVaultNotFound) {
+		return fmt.Errorf("detach vault %q: %w", name, err)
+	}
+	return nil
+}
+
+// unregisterFork releases the pin a fork holds on its parent.
+func (s *Store) unregisterFork(ctx context.Context, parent, uuid string) error {
+	p, err := s.Open(ctx, parent)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	return p.update(ctx, "release fork", func(t *txn) error {
+		r, err := t.tx.ExecContext(ctx, "DELETE FROM forks WHERE uuid = ?", uuid)
+		if err != nil {
+			return err
+		}
+		if n, _ := r.RowsAffected(); n > 0 {
+			t.audit("vault.fork_released", "/", map[string]any{"fork_uuid": uuid})
+		}
+		return nil
+	})
+}
+
+// referencedHashes returns every chunk hash the vault's rows refer to: all
+// inode generations kept and all history versions.
+func referencedHashes(ctx context.Context, q querier) (map[string]struct{}, error) {
+	set := map[string]struct{}{}
+	for _, query := range []string{"SELECT chunks FROM inodes WHERE kind = 1", "SELECT chunks FROM versions WHERE kind = 1"} {
+		rows, err := q.QueryContext(ctx, query)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var b []byte
+			if err := rows.Scan(&b); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			for i := 0; i+hashLen <= len(b); i += hashLen {
+				set[string(b[i:i+hashLen])] = struct{}{}
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	delete(set, string(zeroHash))
+	return set, nil
+}
+
+// Info describes the vault.
+func (v *Vault) Info(ctx context.Context) (Info, error) {
+	var info Info
+	err := v.view(ctx, "vault info", func(q querier, st state) error {
+		info = Info{Name: st.name, UUID: st.uuid, Path: v.path, CreatedAt: time.Unix(0, st.createdNS), Files: st.files, Bytes: st.bytes,
+			Quota: quotaOf(st), Generation: st.gen, Forks: []ForkRef{}}
+		if st.parentName != "" {
+			info.Parent = &ForkPoint{Name: st.parentName, UUID: st.parentUUID, Generation: st.parentGen, ForkedAt: time.Unix(0, st.forkedNS)}
+		}
+		if err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM checkpoints").Scan(&info.Checkpoints); err != nil {
+			return err
+		}
+		rows, err := q.QueryContext(ctx, "SELECT name, uuid, created_ns FROM forks ORDER BY created_ns")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var f ForkRef
+			var ns int64
+			if err := rows.Scan(&f.Name, &f.UUID, &ns); err != nil {
+				return err
+			}
+			f.CreatedAt = time.Unix(0, ns)
+			info.Forks = append(info.Forks, f)
+		}
+		return rows.Err()
+	})
+	for _, p := range []string{v.path, v.path + "-wal"} {
+		if fi, err := os.Stat(p); err == nil {
+			info.FileSize += fi.Size()
+		}
+	}
+	return info, err
+}

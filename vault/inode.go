@@ -1,0 +1,260 @@
+package vault
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"strings"
+	"time"
+
+	"avfs/wire"
+)
+
+// ctxT shortens signatures of internal helpers.
+type ctxT = context.Context
+
+// Kind is the type of an inode.
+type Kind int
+
+// Inode kinds.
+const (
+	KindFile    Kind = 1
+	KindDir     Kind = 2
+	KindSymlink Kind = 3
+)
+
+// String returns "file", "dir" or "symlink".
+func (k Kind) String() string {
+	switch k {
+	case KindFile:
+		return "file"
+	case KindDir:
+		return "dir"
+	case KindSymlink:
+		return "symlink"
+	}
+	return "unknown"
+}
+
+// MarshalText makes kinds strings on the wire.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// Attr are an inode's attributes.
+type Attr struct {
+	Ino    uint64    `json:"ino"`
+	Kind   Kind      `json:"kind"`
+	Mode   uint32    `json:"mode"` // permission bits (07777)
+	UID    uint32    `json:"uid"`
+	GID    uint32    `json:"gid"`
+	Size   int64     `json:"size"`
+	Nlink  uint32    `json:"nlink"`
+	Mtime  time.Time `json:"mtime"`
+	Ctime  time.Time `json:"ctime"`
+	Atime  time.Time `json:"atime"`
+	Target string    `json:"target,omitempty"` // symlink target
+}
+
+// FileMode returns the attributes as an os.FileMode.
+func (a Attr) FileMode() os.FileMode {
+	m := os.FileMode(a.Mode & 0o777)
+	if a.Mode&0o4000 != 0 {
+		m |= os.ModeSetuid
+	}
+	if a.Mode&0o2000 != 0 {
+		m |= os.ModeSetgid
+	}
+	if a.Mode&0o1000 != 0 {
+		m |= os.ModeSticky
+	}
+	switch a.Kind {
+	case KindDir:
+		m |= os.ModeDir
+	case KindSymlink:
+		m |= os.ModeSymlink
+	}
+	return m
+}
+
+// inode is a live inode row as loaded in a transaction.
+type inode struct {
+	ino      int64
+	genFrom  int64 // 0 for an inode not yet stored
+	kind     Kind
+	mode     uint32
+	uid, gid uint32
+	size     int64
+	nlink    int64
+	mtime    int64
+	ctime    int64
+	atime    int64
+	target   string
+	chunks   []byte // concatenated chunk hashes
+
+	oldSize int64 // size when loaded, for the byte counter
+}
+
+func (in *inode) attr() Attr {
+	return Attr{Ino: uint64(in.ino), Kind: in.kind, Mode: in.mode, UID: in.uid, GID: in.gid, Size: in.size,
+		Nlink: uint32(in.nlink), Mtime: time.Unix(0, in.mtime), Ctime: time.Unix(0, in.ctime), Atime: time.Unix(0, in.atime), Target: in.target}
+}
+
+const inodeCols = "ino, gen_from, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks"
+
+func scanInode(sc interface{ Scan(...any) error }) (*inode, error) {
+	in := &inode{}
+	if err := sc.Scan(&in.ino, &in.genFrom, &in.kind, &in.mode, &in.uid, &in.gid, &in.size, &in.nlink,
+		&in.mtime, &in.ctime, &in.atime, &in.target, &in.chunks); err != nil {
+		return nil, err
+	}
+	in.oldSize = in.size
+	return in, nil
+}
+
+// getInode loads the live row of ino.
+func getInode(ctx ctxT, q querier, ino int64) (*inode, error) {
+	in, err := scanInode(q.QueryRowContext(ctx, "SELECT "+inodeCols+" FROM inodes WHERE ino = ? AND gen_to = ?", ino, live))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, wire.Errorf(wire.CodeNotFound, "no inode %d", ino)
+	}
+	return in, err
+}
+
+// saveInode writes in as the live row of the current generation: updated in
+// place when the row already belongs to this generation, else the old row is
+// closed and a new one inserted, so checkpoints keep seeing the old one.
+// It keeps the file and byte counters and the per-file size quota.
+func (t *txn) saveInode(in *inode) error {
+	if in.kind == KindFile {
+		if t.st.maxFileBytes > 0 && in.size > t.st.maxFileBytes && in.size > in.oldSize {
+			return wire.Errorf(wire.CodeQuotaExceeded, "file size quota exceeded: %d bytes would exceed max_file_size_mb=%d", in.size, t.st.maxFileBytes>>20).
+				With("quota", "max_file_size_mb").With("limit", t.st.maxFileBytes>>20).With("size", in.size)
+		}
+		t.st.bytes += in.size - in.oldSize
+	}
+	in.oldSize = in.size
+	gen := t.st.gen
+	switch {
+	case in.genFrom == gen:
+		_, err := t.tx.ExecContext(t.ctx, `UPDATE inodes SET kind=?, mode=?, uid=?, gid=?, size=?, nlink=?, mtime_ns=?, ctime_ns=?, atime_ns=?, target=?, chunks=?
+			WHERE ino = ? AND gen_from = ?`, in.kind, in.mode, in.uid, in.gid, in.size, in.nlink, in.mtime, in.ctime, in.atime, in.target, in.chunks, in.ino, gen)
+		return err
+	case in.genFrom != 0:
+		if _, err := t.tx.ExecContext(t.ctx, "UPDATE inodes SET gen_to = ? WHERE ino = ? AND gen_to = ?", gen, in.ino, live); err != nil {
+			return err
+		}
+	default:
+		t.st.files++
+	}
+	in.genFrom = gen
+	_, err := t.tx.ExecContext(t.ctx, "INSERT INTO inodes ("+inodeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		in.ino, gen, in.kind, in.mode, in.uid, in.gid, in.size, in.nlink, in.mtime, in.ctime, in.atime, in.target, in.chunks)
+	return err
+}
+
+// dropInode removes in from the live state.
+func (t *txn) dropInode(in *inode) error {
+	var err error
+	if in.genFrom == t.st.gen {
+		_, err = t.tx.ExecContext(t.ctx, "DELETE FROM inodes WHERE ino = ? AND gen_from = ?", in.ino, in.genFrom)
+	} else {
+		_, err = t.tx.ExecContext(t.ctx, "UPDATE inodes SET gen_to = ? WHERE ino = ? AND gen_to = ?", t.st.gen, in.ino, live)
+	}
+	if err != nil {
+		return err
+	}
+	t.st.files--
+	if in.kind == KindFile {
+		t.st.bytes -= in.oldSize
+	}
+	return nil
+}
+
+// newInode allocates an inode number and fills in a new inode.
+func (t *txn) newInode(kind Kind, mode, uid, gid uint32, target string) *inode {
+	ino := t.st.nextIno
+	t.st.nextIno++
+	in := &inode{ino: ino, kind: kind, mode: mode & 0o7777, uid: uid, gid: gid, nlink: 1,
+		mtime: t.now, ctime: t.now, atime: t.now, target: target, chunks: []byte{}}
+	if kind == KindDir {
+		in.nlink = 2
+	}
+	if kind == KindSymlink {
+		in.size = int64(len(target))
+	}
+	return in
+}
+
+// lookupDentry returns the inode a live entry names, and the entry's generation.
+func lookupDentry(ctx ctxT, q querier, parent int64, name string) (ino, genFrom int64, ok bool, err error) {
+	err = q.QueryRowContext(ctx, "SELECT ino, gen_from FROM dentries WHERE parent = ? AND name = ? AND gen_to = ?", parent, name, live).Scan(&ino, &genFrom)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, nil
+	}
+	return ino, genFrom, err == nil, err
+}
+
+// setDentry makes parent/name name ino, replacing any live entry.
+func (t *txn) setDentry(parent int64, name string, ino int64) error {
+	if err := t.dropDentry(parent, name); err != nil {
+		return err
+	}
+	_, err := t.tx.ExecContext(t.ctx, "INSERT INTO dentries (parent, name, gen_from, ino) VALUES (?, ?, ?, ?)", parent, name, t.st.gen, ino)
+	return err
+}
+
+// dropDentry removes the live entry parent/name, if any.
+func (t *txn) dropDentry(parent int64, name string) error {
+	_, genFrom, ok, err := lookupDentry(t.ctx, t.tx, parent, name)
+	if err != nil || !ok {
+		return err
+	}
+	if genFrom == t.st.gen {
+		_, err = t.tx.ExecContext(t.ctx, "DELETE FROM dentries WHERE parent = ? AND name = ? AND gen_from = ?", parent, name, genFrom)
+	} else {
+		_, err = t.tx.ExecContext(t.ctx, "UPDATE dentries SET gen_to = ? WHERE parent = ? AND name = ? AND gen_to = ?", t.st.gen, parent, name, live)
+	}
+	return err
+}
+
+// validName checks one path component.
+func validName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return wire.Errorf(wire.CodeInvalidPath, "invalid file name %q", name)
+	}
+	if len(name) > 255 {
+		return wire.Errorf(wire.CodeInvalidPath, "file name too long (%d bytes, at most 255)", len(name))
+	}
+	return nil
+}
+
+// pathOf returns a live path of ino ("/" for the root), following the first
+// entry that names it.
+func pathOf(ctx ctxT, q querier, ino int64) (string, error) {
+	var parts []string
+	for ino != rootIno {
+		var parent int64
+		var name string
+		err := q.QueryRowContext(ctx, "SELECT parent, name FROM dentries WHERE ino = ? AND gen_to = ? ORDER BY parent, name LIMIT 1", ino, live).Scan(&parent, &name)
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", wire.Errorf(wire.CodeNotFound, "inode %d has no path", ino)
+		}
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, name)
+		ino = parent
+		if len(parts) > 4096 {
+			return "", wire.Errorf(wire.CodeInternal, "directory loop at inode %d", ino)
+		}
+	}
+	var b strings.Builder
+	for i := len(parts) - 1; i >= 0; i-- {
+		b.WriteByte('/')
+		b.WriteString(parts[i])
+	}
+	if b.Len() == 0 {
+		return "/", nil
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,304 @@
+package vault
+
+import (
+	"bytes"
+
+	"avfs/wire"
+)
+
+// dirInode loads ino and checks that it is a directory.
+func (t *txn) dirInode(ino int64) (*inode, error) {
+	in, err := getInode(t.ctx, t.tx, ino)
+	if err != nil {
+		return nil, err
+	}
+	if in.kind != KindDir {
+		return nil, wire.Errorf(wire.CodeNotDir, "not a directory")
+	}
+	return in, nil
+}
+
+// touchDir records a change of dir's entries.
+func (t *txn) touchDir(dir *inode) error {
+	dir.mtime, dir.ctime = t.now, t.now
+	return t.saveInode(dir)
+}
+
+// create makes a new inode named name in dir.
+func (t *txn) create(dir *inode, name string, kind Kind, mode, uid, gid uint32, target string) (*inode, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	if _, _, ok, err := lookupDentry(t.ctx, t.tx, dir.ino, name); err != nil {
+		return nil, err
+	} else if ok {
+		return nil, wire.Errorf(wire.CodeAlreadyExists, "%q already exists", name)
+	}
+	in := t.newInode(kind, mode, uid, gid, target)
+	if err := t.saveInode(in); err != nil {
+		return nil, err
+	}
+	if err := t.setDentry(dir.ino, name, in.ino); err != nil {
+		return nil, err
+	}
+	if kind == KindDir {
+		dir.nlink++
+	}
+	if err := t.touchDir(dir); err != nil {
+		return nil, err
+	}
+	if kind != KindDir {
+		if err := t.recordVersion(in, dir.ino, name, "create"); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// link adds another name for a non-directory inode.
+func (t *txn) link(in *inode, dir *inode, name string) error {
+	if in.kind == KindDir {
+		return wire.Errorf(wire.CodeIsDir, "cannot hard-link a directory")
+	}
+	if err := validName(name); err != nil {
+		return err
+	}
+	if _, _, ok, err := lookupDentry(t.ctx, t.tx, dir.ino, name); err != nil {
+		return err
+	} else if ok {
+		return wire.Errorf(wire.CodeAlreadyExists, "%q already exists", name)
+	}
+	if err := t.setDentry(dir.ino, name, in.ino); err != nil {
+		return err
+	}
+	in.nlink++
+	in.ctime = t.now
+	if err := t.saveInode(in); err != nil {
+		return err
+	}
+	return t.touchDir(dir)
+}
+
+// isEmptyDir reports whether a directory has no entries.
+func (t *txn) isEmptyDir(ino int64) (bool, error) {
+	var n int
+	err := t.tx.QueryRowContext(t.ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM dentries WHERE parent = ? AND gen_to = ? LIMIT 1)", ino, live).Scan(&n)
+	return n == 0, err
+}
+
+// unlinkEntry removes dir/name. want is KindDir for rmdir, KindFile for
+// unlink of a non-directory, 0 for either.
+func (t *txn) unlinkEntry(dir *inode, name string, want Kind) (*inode, error) {
+	ino, _, ok, err := lookupDentry(t.ctx, t.tx, dir.ino, name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, wire.Errorf(wire.CodeNotFound, "%q does not exist", name)
+	}
+	in, err := getInode(t.ctx, t.tx, ino)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case want == KindDir && in.kind != KindDir:
+		return nil, wire.Errorf(wire.CodeNotDir, "%q is not a directory", name)
+	case want == KindFile && in.kind == KindDir:
+		return nil, wire.Errorf(wire.CodeIsDir, "%q is a directory", name)
+	}
+	if in.kind == KindDir {
+		empty, err := t.isEmptyDir(in.ino)
+		if err != nil {
+			return nil, err
+		}
+		if !empty {
+			return nil, wire.Errorf(wire.CodeNotEmpty, "directory %q is not empty", name)
+		}
+	}
+	// History names the file by the path it had.
+	var path string
+	if in.kind != KindDir && in.nlink <= 1 {
+		if path, err = t.childPath(dir.ino, name); err != nil {
+			return nil, err
+		}
+	}
+	if err := t.dropDentry(dir.ino, name); err != nil {
+		return nil, err
+	}
+	if err := t.release(in, path); err != nil {
+		return nil, err
+	}
+	if in.kind == KindDir {
+		dir.nlink--
+	}
+	return in, t.touchDir(dir)
+}
+
+// release drops one link of in, deleting it with the last one.
+func (t *txn) release(in *inode, path string) error {
+	if in.kind == KindDir || in.nlink <= 1 {
+		if in.kind != KindDir {
+			if err := t.recordVersionAt(in, path, "delete"); err != nil {
+				return err
+			}
+		}
+		return t.dropInode(in)
+	}
+	in.nlink--
+	in.ctime = t.now
+	return t.saveInode(in)
+}
+
+// childPath is the path of dir/name.
+func (t *txn) childPath(dir int64, name string) (string, error) {
+	p, err := pathOf(t.ctx, t.tx, dir)
+	if err != nil {
+		return "", err
+	}
+	if p == "/" {
+		return "/" + name, nil
+	}
+	return p + "/" + name, nil
+}
+
+// RenameFlags select rename(2) variants.
+type RenameFlags uint32
+
+// Rename flags, as in renameat2(2).
+const (
+	RenameNoReplace RenameFlags = 1 << 0
+	RenameExchange  RenameFlags = 1 << 1
+)
+
+// rename moves odir/oname to ndir/nname with POSIX semantics.
+func (t *txn) rename(odir *inode, oname string, ndir *inode, nname string, flags RenameFlags) error {
+	if err := validName(nname); err != nil {
+		return err
+	}
+	sino, _, ok, err := lookupDentry(t.ctx, t.tx, odir.ino, oname)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return wire.Errorf(wire.CodeNotFound, "%q does not exist", oname)
+	}
+	src, err := getInode(t.ctx, t.tx, sino)
+	if err != nil {
+		return err
+	}
+	if src.kind == KindDir {
+		// A directory cannot move into itself or below itself.
+		for p := ndir.ino; ; {
+			if p == src.ino {
+				return wire.Errorf(wire.CodeInvalidInput, "cannot move a directory into itself")
+			}
+			if p == rootIno {
+				break
+			}
+			var parent int64
+			if err := t.tx.QueryRowContext(t.ctx, "SELECT parent FROM dentries WHERE ino = ? AND gen_to = ? LIMIT 1", p, live).Scan(&parent); err != nil {
+				return err
+			}
+			p = parent
+		}
+	}
+	dino, _, exists, err := lookupDentry(t.ctx, t.tx, ndir.ino, nname)
+	if err != nil {
+		return err
+	}
+	if exists && dino == sino {
+		return nil // same file: rename(2) does nothing
+	}
+	sameDir := odir.ino == ndir.ino
+	if flags&RenameExchange != 0 {
+		if !exists {
+			return wire.Errorf(wire.CodeNotFound, "%q does not exist", nname)
+		}
+		dst, err := getInode(t.ctx, t.tx, dino)
+		if err != nil {
+			return err
+		}
+		if err := t.setDentry(odir.ino, oname, dino); err != nil {
+			return err
+		}
+		if err := t.setDentry(ndir.ino, nname, sino); err != nil {
+			return err
+		}
+		if !sameDir && (src.kind == KindDir) != (dst.kind == KindDir) {
+			if src.kind == KindDir {
+				odir.nlink--
+				ndir.nlink++
+			} else {
+				odir.nlink++
+				ndir.nlink--
+			}
+		}
+		return t.touchDirs(odir, ndir)
+	}
+	if exists {
+		if flags&RenameNoReplace != 0 {
+			return wire.Errorf(wire.CodeAlreadyExists, "%q already exists", nname)
+		}
+		dst, err := getInode(t.ctx, t.tx, dino)
+		if err != nil {
+			return err
+		}
+		switch {
+		case src.kind == KindDir && dst.kind != KindDir:
+			return wire.Errorf(wire.CodeNotDir, "cannot replace non-directory %q with a directory", nname)
+		case src.kind != KindDir && dst.kind == KindDir:
+			return wire.Errorf(wire.CodeIsDir, "cannot replace directory %q with a non-directory", nname)
+		}
+		if dst.kind == KindDir {
+			empty, err := t.isEmptyDir(dst.ino)
+			if err != nil {
+				return err
+			}
+			if !empty {
+				return wire.Errorf(wire.CodeNotEmpty, "directory %q is not empty", nname)
+			}
+			ndir.nlink--
+		}
+		var path string
+		if dst.kind != KindDir && dst.nlink <= 1 {
+			if path, err = t.childPath(ndir.ino, nname); err != nil {
+				return err
+			}
+		}
+		if err := t.release(dst, path); err != nil {
+			return err
+		}
+	}
+	if err := t.dropDentry(odir.ino, oname); err != nil {
+		return err
+	}
+	if err := t.setDentry(ndir.ino, nname, sino); err != nil {
+		return err
+	}
+	if src.kind == KindDir && !sameDir {
+		odir.nlink--
+		ndir.nlink++
+	}
+	src.ctime = t.now
+	if err := t.saveInode(src); err != nil {
+		return err
+	}
+	return t.touchDirs(odir, ndir)
+}
+
+// touchDirs touches one or two directories. Callers pass the same *inode
+// twice when both are one directory.
+func (t *txn) touchDirs(a, b *inode) error {
+	if a == b {
+		return t.touchDir(a)
+	}
+	if err := t.touchDir(a); err != nil {
+		return err
+	}
+	return t.touchDir(b)
+}
+
+// sameContent reports whether two inodes hold the same bytes and mode.
+func sameContent(a, b *inode) bool {
+	return a.kind == b.kind && a.mode == b.mode && a.size == b.size && a.target == b.target && bytes.Equal(a.chunks, b.chunks)
+}

@@ -1,0 +1,122 @@
+package vault
+
+// schemaVersion is the version of the on-disk schema, stored in PRAGMA user_version.
+const schemaVersion = 1
+
+// live is gen_to of rows that are part of the current state.
+const live = int64(9223372036854775807)
+
+// rootIno is the inode number of the root directory.
+const rootIno = 1
+
+// ChunkSize is the size of a content chunk. All chunks of a file but the
+// last span ChunkSize bytes; a chunk's stored data may be shorter than its
+// span, the rest reading as zeros.
+const ChunkSize = 64 * 1024
+
+const schemaSQL = `
+CREATE TABLE state (
+	id             INTEGER PRIMARY KEY CHECK (id = 1),
+	uuid           TEXT    NOT NULL,
+	name           TEXT    NOT NULL,
+	created_ns     INTEGER NOT NULL,
+	gen            INTEGER NOT NULL,
+	next_ino       INTEGER NOT NULL,
+	files          INTEGER NOT NULL,
+	bytes          INTEGER NOT NULL,
+	max_bytes      INTEGER NOT NULL DEFAULT 0,
+	max_files      INTEGER NOT NULL DEFAULT 0,
+	max_file_bytes INTEGER NOT NULL DEFAULT 0,
+	parent_name    TEXT    NOT NULL DEFAULT '',
+	parent_uuid    TEXT    NOT NULL DEFAULT '',
+	parent_gen     INTEGER NOT NULL DEFAULT 0,
+	forked_ns      INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE inodes (
+	ino      INTEGER NOT NULL,
+	gen_from INTEGER NOT NULL,
+	gen_to   INTEGER NOT NULL DEFAULT 9223372036854775807,
+	kind     INTEGER NOT NULL,
+	mode     INTEGER NOT NULL,
+	uid      INTEGER NOT NULL,
+	gid      INTEGER NOT NULL,
+	size     INTEGER NOT NULL,
+	nlink    INTEGER NOT NULL,
+	mtime_ns INTEGER NOT NULL,
+	ctime_ns INTEGER NOT NULL,
+	atime_ns INTEGER NOT NULL,
+	target   TEXT    NOT NULL DEFAULT '',
+	chunks   BLOB    NOT NULL DEFAULT x'',
+	PRIMARY KEY (ino, gen_from)
+);
+CREATE UNIQUE INDEX inodes_live ON inodes(ino) WHERE gen_to = 9223372036854775807;
+CREATE INDEX inodes_gen_from ON inodes(gen_from);
+CREATE INDEX inodes_gen_to ON inodes(gen_to) WHERE gen_to < 9223372036854775807;
+
+CREATE TABLE dentries (
+	parent   INTEGER NOT NULL,
+	name     TEXT    NOT NULL,
+	gen_from INTEGER NOT NULL,
+	gen_to   INTEGER NOT NULL DEFAULT 9223372036854775807,
+	ino      INTEGER NOT NULL,
+	PRIMARY KEY (parent, name, gen_from)
+);
+CREATE UNIQUE INDEX dentries_live ON dentries(parent, name) WHERE gen_to = 9223372036854775807;
+CREATE INDEX dentries_ino ON dentries(ino, gen_to);
+CREATE INDEX dentries_gen_from ON dentries(gen_from);
+CREATE INDEX dentries_gen_to ON dentries(gen_to) WHERE gen_to < 9223372036854775807;
+
+CREATE TABLE chunks (
+	id   INTEGER PRIMARY KEY,
+	hash BLOB    NOT NULL UNIQUE,
+	size INTEGER NOT NULL,
+	data BLOB    NOT NULL
+);
+
+CREATE TABLE checkpoints (
+	id          INTEGER PRIMARY KEY,
+	name        TEXT UNIQUE,
+	description TEXT    NOT NULL DEFAULT '',
+	gen         INTEGER NOT NULL UNIQUE,
+	created_ns  INTEGER NOT NULL,
+	files       INTEGER NOT NULL,
+	bytes       INTEGER NOT NULL
+);
+
+CREATE TABLE versions (
+	id      INTEGER PRIMARY KEY,
+	ino     INTEGER NOT NULL,
+	n       INTEGER NOT NULL,
+	path    TEXT    NOT NULL,
+	op      TEXT    NOT NULL,
+	time_ns INTEGER NOT NULL,
+	kind    INTEGER NOT NULL,
+	mode    INTEGER NOT NULL,
+	size    INTEGER NOT NULL,
+	target  TEXT    NOT NULL DEFAULT '',
+	chunks  BLOB    NOT NULL DEFAULT x'',
+	UNIQUE (ino, n)
+);
+CREATE INDEX versions_path ON versions(path);
+
+CREATE TABLE audit (
+	id        INTEGER PRIMARY KEY,
+	time_ns   INTEGER NOT NULL,
+	op        TEXT    NOT NULL,
+	path      TEXT    NOT NULL,
+	details   TEXT    NOT NULL,
+	actor     TEXT    NOT NULL,
+	prev_hash BLOB    NOT NULL,
+	hash      BLOB    NOT NULL
+);
+
+-- forks lists the live forks that borrow chunks from this vault.
+CREATE TABLE forks (
+	uuid       TEXT PRIMARY KEY,
+	name       TEXT    NOT NULL,
+	gen        INTEGER NOT NULL,
+	created_ns INTEGER NOT NULL
+);
+
+`

@@ -1,0 +1,190 @@
+package vault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"avfs/wire"
+)
+
+// fileExt is the extension of vault files.
+const fileExt = ".avfs"
+
+// DefaultName is the vault used when none is named or current.
+const DefaultName = "default"
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+// ValidName checks a vault name: [A-Za-z0-9][A-Za-z0-9_-]{0,63}.
+func ValidName(name string) error {
+	if !nameRE.MatchString(name) {
+		return wire.Errorf(wire.CodeInvalidInput, "invalid vault name %q: use 1-64 letters, digits, '_' or '-', starting with a letter or digit", name).With("vault", name)
+	}
+	return nil
+}
+
+// Store is the set of named vaults in a state directory ($AVFS_HOME):
+// vaults live at <dir>/vaults/<name>.avfs, the current vault's name in <dir>/current.
+type Store struct {
+	Dir  string
+	Opts Options
+}
+
+// NewStore returns the store rooted at dir.
+func NewStore(dir string, opts Options) *Store { return &Store{Dir: dir, Opts: opts} }
+
+// PathOf returns the file of the vault called name.
+func (s *Store) PathOf(name string) string {
+	return filepath.Join(s.Dir, "vaults", name+fileExt)
+}
+
+func (s *Store) ensureDir() error {
+	if err := os.MkdirAll(filepath.Join(s.Dir, "vaults"), 0o700); err != nil {
+		return wire.Errorf(wire.CodeHostIO, "create state directory: %w", err)
+	}
+	return nil
+}
+
+// Create makes a new vault called name.
+func (s *Store) Create(ctx context.Context, name string) (*Vault, error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	if err := s.ensureDir(); err != nil {
+		return nil, err
+	}
+	return Create(ctx, s.PathOf(name), name, s.Opts)
+}
+
+// Open opens the vault called name.
+func (s *Store) Open(ctx context.Context, name string) (*Vault, error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	return Open(ctx, s.PathOf(name), s.Opts)
+}
+
+// OpenOrCreate opens name, creating it when it is the default vault and
+// does not exist yet.
+func (s *Store) OpenOrCreate(ctx context.Context, name string) (*Vault, error) {
+	v, err := s.Open(ctx, name)
+	if wire.HasCode(err, wire.CodeVaultNotFound) && name == DefaultName {
+		v, err = s.Create(ctx, name)
+		if wire.HasCode(err, wire.CodeAlreadyExists) { // created concurrently
+			return s.Open(ctx, name)
+		}
+	}
+	return v, err
+}
+
+// Names lists the vaults in the store, sorted.
+func (s *Store) Names() ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(s.Dir, "vaults"))
+	if errors.Is(err, os.ErrNotExist) {
+		return []string{}, nil
+	}
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeHostIO, "list vaults: %w", err)
+	}
+	names := []string{}
+	for _, e := range ents {
+		n, ok := strings.CutSuffix(e.Name(), fileExt)
+		if ok && !e.IsDir() && ValidName(n) == nil {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Current returns the name of the current vault (DefaultName when none was chosen).
+func (s *Store) Current() string {
+	b, err := os.ReadFile(filepath.Join(s.Dir, "current"))
+	if err != nil {
+		return DefaultName
+	}
+	name := strings.TrimSpace(string(b))
+	if ValidName(name) != nil {
+		return DefaultName
+	}
+	return name
+}
+
+// Use makes name the current vault.
+func (s *Store) Use(ctx context.Context, name string) error {
+	v, err := s.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	v.Close()
+	tmp := filepath.Join(s.Dir, ".current.tmp")
+	if err := os.WriteFile(tmp, []byte(name+"\n"), 0o600); err != nil {
+		return wire.Errorf(wire.CodeHostIO, "use vault: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(s.Dir, "current")); err != nil {
+		return wire.Errorf(wire.CodeHostIO, "use vault: %w", err)
+	}
+	return nil
+}
+
+// Delete removes the vault called name. A vault with live forks is refused
+// (vault_has_forks) unless force, which detaches the forks first.
+func (s *Store) Delete(ctx context.Context, name string, force bool) error {
+	v, err := s.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	info, err := v.Info(ctx)
+	if err != nil {
+		v.Close()
+		return err
+	}
+	if len(info.Forks) > 0 {
+		if !force {
+			v.Close()
+			names := make([]string, len(info.Forks))
+			for i, f := range info.Forks {
+				names[i] = f.Name
+			}
+			return wire.Errorf(wire.CodeVaultHasForks, "delete vault %q: forks %s borrow its data; detach them or use --force", name, strings.Join(names, ", ")).
+				With("vault", name).With("forks", names)
+		}
+		for _, f := range info.Forks {
+			if err := s.Detach(ctx, f.Name); err != nil && !wire.HasCode(err, wire.CodeVaultNotFound) {
+				v.Close()
+				return fmt.Errorf("delete vault %q: %w", name, err)
+			}
+		}
+	}
+	v.Close()
+	// A fork tells its parent that it no longer borrows.
+	if info.Parent != nil {
+		if err := s.unregisterFork(ctx, info.Parent.Name, info.UUID); err != nil && !wire.HasCode(err, wire.CodeVaultNotFound) {
+			return fmt.Errorf("delete vault %q: %w", name, err)
+		}
+	}
+	if err := removeFiles(s.PathOf(name)); err != nil {
+		return wire.Errorf(wire.CodeHostIO, "delete vault %q: %w", name, err)
+	}
+	if s.Current() == name {
+		os.Remove(filepath.Join(s.Dir, "current"))
+	}
+	return nil
+}
+
+// removeFiles removes a vault file with its WAL and shared-memory files.
+func removeFiles(path string) error {
+	var errs []error
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

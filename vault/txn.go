@@ -1,0 +1,190 @@
+package vault
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"avfs/wire"
+)
+
+// state is the single row of the state table, read once per transaction.
+type state struct {
+	uuid, name                       string
+	createdNS, gen, nextIno          int64
+	files, bytes                     int64
+	maxBytes, maxFiles, maxFileBytes int64
+	parentName, parentUUID           string
+	parentGen, forkedNS              int64
+}
+
+const stateCols = `uuid, name, created_ns, gen, next_ino, files, bytes, max_bytes, max_files, max_file_bytes, parent_name, parent_uuid, parent_gen, forked_ns`
+
+func scanState(row *sql.Row) (state, error) {
+	var s state
+	err := row.Scan(&s.uuid, &s.name, &s.createdNS, &s.gen, &s.nextIno, &s.files, &s.bytes,
+		&s.maxBytes, &s.maxFiles, &s.maxFileBytes, &s.parentName, &s.parentUUID, &s.parentGen, &s.forkedNS)
+	return s, err
+}
+
+// querier is what read helpers need: a transaction or a database.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// txn is one write transaction: the state row, counters, audit rows.
+type txn struct {
+	ctx    context.Context
+	tx     *sql.Tx
+	v      *Vault
+	st     state
+	orig   state
+	now    int64
+	audits []auditRow
+}
+
+type auditRow struct {
+	op, path string
+	details  map[string]any
+}
+
+// update runs fn in one BEGIN IMMEDIATE transaction. Quotas are checked and
+// the audit rows appended before commit; any error rolls everything back.
+func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) error {
+	tx, err := v.db.BeginTx(ctx, nil)
+	if err != nil {
+		return storageErr(op, err)
+	}
+	defer tx.Rollback()
+	t := &txn{ctx: ctx, tx: tx, v: v, now: time.Now().UnixNano()}
+	if t.st, err = scanState(tx.QueryRowContext(ctx, "SELECT "+stateCols+" FROM state WHERE id = 1")); err != nil {
+		return storageErr(op, err)
+	}
+	t.orig = t.st
+	if err := fn(t); err != nil {
+		return wrapOp(op, err)
+	}
+	if err := t.checkQuota(); err != nil {
+		return wrapOp(op, err)
+	}
+	if t.st != t.orig {
+		if _, err := tx.ExecContext(ctx, `UPDATE state SET gen=?, next_ino=?, files=?, bytes=?, max_bytes=?, max_files=?, max_file_bytes=?, parent_name=?, parent_uuid=?, parent_gen=?, forked_ns=?, name=? WHERE id = 1`,
+			t.st.gen, t.st.nextIno, t.st.files, t.st.bytes, t.st.maxBytes, t.st.maxFiles, t.st.maxFileBytes,
+			t.st.parentName, t.st.parentUUID, t.st.parentGen, t.st.forkedNS, t.st.name); err != nil {
+			return storageErr(op, err)
+		}
+	}
+	if err := t.flushAudit(); err != nil {
+		return wrapOp(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return storageErr(op, err)
+	}
+	return nil
+}
+
+// view runs fn in one read transaction (a consistent snapshot).
+func (v *Vault) view(ctx context.Context, op string, fn func(q querier, st state) error) error {
+	tx, err := v.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return storageErr(op, err)
+	}
+	defer tx.Rollback()
+	st, err := scanState(tx.QueryRowContext(ctx, "SELECT "+stateCols+" FROM state WHERE id = 1"))
+	if err != nil {
+		return storageErr(op, err)
+	}
+	if err := fn(tx, st); err != nil {
+		return wrapOp(op, err)
+	}
+	return nil
+}
+
+// wrapOp prefixes err with op; storage errors become typed errors.
+func wrapOp(op string, err error) error {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return storageErr(op, err)
+}
+
+// checkQuota fails with quota_exceeded when the transaction grew the vault past a quota.
+func (t *txn) checkQuota() error {
+	s := t.st
+	if s.maxBytes > 0 && s.bytes > s.maxBytes && s.bytes > t.orig.bytes {
+		return wire.Errorf(wire.CodeQuotaExceeded, "vault size quota exceeded: %d bytes would exceed max_size_mb=%d", s.bytes, s.maxBytes>>20).
+			With("quota", "max_size_mb").With("limit", s.maxBytes>>20).With("bytes", s.bytes)
+	}
+	if s.maxFiles > 0 && s.files > s.maxFiles && s.files > t.orig.files {
+		return wire.Errorf(wire.CodeQuotaExceeded, "vault file quota exceeded: %d files would exceed max_files=%d", s.files, s.maxFiles).
+			With("quota", "max_files").With("limit", s.maxFiles).With("files", s.files)
+	}
+	return nil
+}
+
+// audit queues one audit row, written in the same transaction.
+func (t *txn) audit(op, path string, details map[string]any) {
+	t.audits = append(t.audits, auditRow{op: op, path: path, details: details})
+}
+
+func (t *txn) flushAudit() error {
+	if len(t.audits) == 0 {
+		return nil
+	}
+	var prev []byte
+	err := t.tx.QueryRowContext(t.ctx, "SELECT hash FROM audit ORDER BY id DESC LIMIT 1").Scan(&prev)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	if prev == nil {
+		prev = make([]byte, sha256.Size)
+	}
+	var id int64
+	if err := t.tx.QueryRowContext(t.ctx, "SELECT COALESCE(MAX(id), 0) FROM audit").Scan(&id); err != nil {
+		return err
+	}
+	for _, a := range t.audits {
+		id++
+		details := "{}"
+		if a.details != nil {
+			b, err := json.Marshal(a.details)
+			if err != nil {
+				return err
+			}
+			details = string(b)
+		}
+		h := auditHash(prev, id, t.now, a.op, a.path, details, t.v.actor)
+		if _, err := t.tx.ExecContext(t.ctx, "INSERT INTO audit (id, time_ns, op, path, details, actor, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+			id, t.now, a.op, a.path, details, t.v.actor, prev, h); err != nil {
+			return err
+		}
+		prev = h
+	}
+	t.audits = nil
+	return nil
+}
+
+// auditHash chains an audit row to the previous one.
+func auditHash(prev []byte, id, timeNS int64, op, path, details, actor string) []byte {
+	h := sha256.New()
+	h.Write(prev)
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(id))
+	h.Write(n[:])
+	binary.BigEndian.PutUint64(n[:], uint64(timeNS))
+	h.Write(n[:])
+	for _, s := range []string{op, path, details, actor} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	return h.Sum(nil)
+}

@@ -1,0 +1,271 @@
+package vault
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mattn/go-sqlite3"
+
+	"avfs/wire"
+)
+
+// Vault is an open vault file. It is safe for concurrent use by several
+// goroutines, and several processes may open the same file at once.
+type Vault struct {
+	path  string
+	actor string
+	db    *sql.DB // writers: every transaction is BEGIN IMMEDIATE
+	rdb   *sql.DB // readers: deferred, query-only transactions
+
+	mu     sync.Mutex
+	parent *Vault // lazily opened parent of a fork (read-only use)
+	closed bool
+}
+
+// Options tune how a vault is opened.
+type Options struct {
+	// Actor names who acts, recorded in every audit row
+	// (default "user:<login>").
+	Actor string
+}
+
+// Info describes a vault.
+type Info struct {
+	Name        string     `json:"name"`
+	UUID        string     `json:"uuid"`
+	Path        string     `json:"path"`
+	CreatedAt   time.Time  `json:"created_at"`
+	Files       int64      `json:"files"`
+	Bytes       int64      `json:"bytes"`
+	FileSize    int64      `json:"file_size"` // bytes the vault file (with its WAL) takes on disk
+	Quota       Quota      `json:"quota"`
+	Parent      *ForkPoint `json:"parent"` // nil unless the vault is a fork
+	Forks       []ForkRef  `json:"forks"`  // live forks that borrow from this vault
+	Checkpoints int64      `json:"checkpoints"`
+	Generation  int64      `json:"generation"`
+}
+
+// ForkPoint is where a fork branched off its parent.
+type ForkPoint struct {
+	Name       string    `json:"name"`
+	UUID       string    `json:"uuid"`
+	Generation int64     `json:"generation"`
+	ForkedAt   time.Time `json:"forked_at"`
+}
+
+// ForkRef is a live fork of a vault.
+type ForkRef struct {
+	Name      string    `json:"name"`
+	UUID      string    `json:"uuid"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func dsn(path string, write bool) string {
+	q := url.Values{}
+	q.Set("_journal_mode", "WAL")
+	q.Set("_busy_timeout", "30000")
+	q.Set("_foreign_keys", "on")
+	q.Set("_synchronous", "NORMAL")
+	q.Set("_cache_size", "-16000")
+	if write {
+		q.Set("_txlock", "immediate")
+	} else {
+		q.Set("_txlock", "deferred")
+		q.Set("_query_only", "true")
+	}
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+func defaultActor() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "user:" + u.Username
+	}
+	return fmt.Sprintf("uid:%d", os.Getuid())
+}
+
+// Create makes a new vault file at path named name. It fails with
+// already_exists when the file exists.
+func Create(ctx context.Context, path, name string, opts Options) (*Vault, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, wire.Errorf(wire.CodeAlreadyExists, "create vault %q: %s already exists", name, path).With("vault", name)
+		}
+		return nil, wire.Errorf(wire.CodeHostIO, "create vault %q: %w", name, err)
+	}
+	f.Close()
+	v, err := open(path, opts)
+	if err != nil {
+		os.Remove(path)
+		return nil, err
+	}
+	if err := v.init(ctx, name, "", "", 0); err != nil {
+		v.Close()
+		removeFiles(path)
+		return nil, err
+	}
+	return v, nil
+}
+
+// Open opens an existing vault file. It fails with vault_not_found when
+// there is none.
+func Open(ctx context.Context, path string, opts Options) (*Vault, error) {
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			name := strings.TrimSuffix(filepath.Base(path), fileExt)
+			return nil, wire.Errorf(wire.CodeVaultNotFound, "open vault: no vault %q", name).With("vault", name)
+		}
+		return nil, wire.Errorf(wire.CodeHostIO, "open vault: %w", err)
+	}
+	v, err := open(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	var ver int
+	if err := v.rdb.QueryRowContext(ctx, "PRAGMA user_version").Scan(&ver); err != nil {
+		v.Close()
+		return nil, storageErr("open vault", err)
+	}
+	if ver != schemaVersion {
+		v.Close()
+		return nil, wire.Errorf(wire.CodeInvalidInput, "open vault: %s has schema version %d, this avfs reads version %d", path, ver, schemaVersion)
+	}
+	return v, nil
+}
+
+func open(path string, opts Options) (*Vault, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeHostIO, "open vault: %w", err)
+	}
+	db, err := sql.Open("sqlite3", dsn(abs, true))
+	if err != nil {
+		return nil, storageErr("open vault", err)
+	}
+	rdb, err := sql.Open("sqlite3", dsn(abs, false))
+	if err != nil {
+		db.Close()
+		return nil, storageErr("open vault", err)
+	}
+	db.SetMaxIdleConns(4)
+	rdb.SetMaxIdleConns(4)
+	if opts.Actor == "" {
+		opts.Actor = defaultActor()
+	}
+	return &Vault{path: abs, actor: opts.Actor, db: db, rdb: rdb}, nil
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// init writes the schema and the root directory.
+func (v *Vault) init(ctx context.Context, name, parentName, parentUUID string, parentGen int64) error {
+	tx, err := v.db.BeginTx(ctx, nil)
+	if err != nil {
+		return storageErr("create vault", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+		return storageErr("create vault schema", err)
+	}
+	now := time.Now().UnixNano()
+	forked := int64(0)
+	if parentName != "" {
+		forked = now
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO state (id, uuid, name, created_ns, gen, next_ino, files, bytes, parent_name, parent_uuid, parent_gen, forked_ns)
+		VALUES (1, ?, ?, ?, 1, 2, 0, 0, ?, ?, ?, ?)`, newUUID(), name, now, parentName, parentUUID, parentGen, forked); err != nil {
+		return storageErr("create vault", err)
+	}
+	if parentName == "" {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO inodes (ino, gen_from, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns)
+			VALUES (1, 1, ?, ?, ?, ?, 0, 2, ?, ?, ?)`, KindDir, 0o755, os.Getuid(), os.Getgid(), now, now, now); err != nil {
+			return storageErr("create vault", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+		return storageErr("create vault", err)
+	}
+	t := &txn{ctx: ctx, tx: tx, v: v, now: now}
+	details := map[string]any{"name": name}
+	if parentName != "" {
+		details["parent"] = parentName
+		details["parent_generation"] = parentGen
+	}
+	t.audit("vault.create", "/", details)
+	if err := t.flushAudit(); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return storageErr("create vault", err)
+	}
+	return nil
+}
+
+// Path returns the vault file's absolute path.
+func (v *Vault) Path() string { return v.path }
+
+// Close closes the vault (and any parent opened for a fork).
+func (v *Vault) Close() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return nil
+	}
+	v.closed = true
+	if v.parent != nil {
+		v.parent.Close()
+	}
+	err1 := v.rdb.Close()
+	err2 := v.db.Close()
+	if err := errors.Join(err1, err2); err != nil {
+		return storageErr("close vault", err)
+	}
+	return nil
+}
+
+// storageErr wraps an SQLite error with the operation, turning a busy
+// database into vault_busy and a full disk into quota_exceeded's sibling.
+func storageErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return wire.Errorf(wire.CodeInternal, "%s: %w", op, err)
+	}
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		switch se.Code {
+		case sqlite3.ErrBusy, sqlite3.ErrLocked:
+			return wire.Errorf(wire.CodeVaultBusy, "%s: vault is busy: %w", op, err)
+		case sqlite3.ErrFull:
+			return wire.Errorf(wire.CodeHostIO, "%s: disk full: %w", op, err)
+		case sqlite3.ErrCorrupt, sqlite3.ErrNotADB:
+			return wire.Errorf(wire.CodeIntegrity, "%s: vault file is damaged: %w", op, err)
+		case sqlite3.ErrReadonly, sqlite3.ErrPerm, sqlite3.ErrCantOpen, sqlite3.ErrIoErr:
+			return wire.Errorf(wire.CodeHostIO, "%s: %w", op, err)
+		}
+	}
+	return wire.Errorf(wire.CodeInternal, "%s: %w", op, err)
+}
