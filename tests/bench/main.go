@@ -136,3 +136,5 @@ func fmtDur(d time.Duration) string {
 		return fmt.Sprintf("%.2f s", d.Seconds())
 	}
 }
+
+func sortDur(ds []time.Duration) { sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] }) }
