@@ -160,10 +160,10 @@ func (v *Vault) RestoreCheckpoint(ctx context.Context, ref string) (RestoreResul
 			if tbl == "dentries" {
 				cols, sel = "parent, name, gen_from, ino", "parent, name, ?, ino"
 			}
-			if _, err := t.tx.ExecContext(ctx, "DELETE FROM "+tbl+" WHERE gen_to = ? AND gen_from = ?", live, G); err != nil {
+			if _, err := t.tx.ExecContext(ctx, "DELETE FROM "+tbl+" WHERE gen_to = ? AND gen_from = ? AND gen_from > 1", live, G); err != nil {
 				return err
 			}
-			if _, err := t.tx.ExecContext(ctx, "UPDATE "+tbl+" SET gen_to = ? WHERE gen_to = ? AND gen_from > ?", G, live, g); err != nil {
+			if _, err := t.tx.ExecContext(ctx, "UPDATE "+tbl+" SET gen_to = ? WHERE gen_to = ? AND gen_from > ? AND gen_from > 1", G, live, g); err != nil {
 				return err
 			}
 			if _, err := t.tx.ExecContext(ctx, "INSERT INTO "+tbl+" ("+cols+") SELECT "+sel+" FROM "+tbl+" WHERE gen_to > ? AND gen_to < ? AND gen_from <= ?", G, g, live, g); err != nil {
@@ -208,7 +208,8 @@ type changedIno struct {
 // changedInodes lists the inodes live now whose rows changed after gen g,
 // and those that existed at g but not now, with their current paths.
 func changedInodes(ctx context.Context, q querier, g, G int64) ([]changedIno, error) {
-	rows, err := q.QueryContext(ctx, `SELECT DISTINCT ino FROM inodes WHERE (gen_to = ? AND gen_from > ?) OR (gen_to > ? AND gen_to < ? AND gen_from <= ?)`, live, g, g, live, g)
+	rows, err := q.QueryContext(ctx, `SELECT ino FROM inodes WHERE gen_to = ? AND gen_from > ? AND gen_from > 1
+		UNION SELECT ino FROM inodes WHERE gen_to > ? AND gen_to < ? AND gen_from <= ?`, live, g, g, live, g)
 	if err != nil {
 		return nil, err
 	}

@@ -95,7 +95,8 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 		name   string
 	}
 	keys := map[key]bool{}
-	rows, err := q.QueryContext(ctx, `SELECT parent, name FROM dentries WHERE (gen_from > ? AND gen_from <= ?) OR (gen_to > ? AND gen_to <= ?)`, lo, hi, lo, hi)
+	rows, err := q.QueryContext(ctx, `SELECT parent, name FROM dentries WHERE gen_from > 1 AND gen_from > ? AND gen_from <= ?
+		UNION SELECT parent, name FROM dentries WHERE gen_to > ? AND gen_to <= ? AND gen_to < ?`, lo, hi, lo, hi, live)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +184,8 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 		}
 	}
 	// Inodes whose attributes or content changed in place.
-	rows, err = q.QueryContext(ctx, `SELECT DISTINCT ino FROM inodes WHERE (gen_from > ? AND gen_from <= ?) OR (gen_to > ? AND gen_to <= ?)`, lo, hi, lo, hi)
+	rows, err = q.QueryContext(ctx, `SELECT ino FROM inodes WHERE gen_from > 1 AND gen_from > ? AND gen_from <= ?
+		UNION SELECT ino FROM inodes WHERE gen_to > ? AND gen_to <= ? AND gen_to < ?`, lo, hi, lo, hi, live)
 	if err != nil {
 		return nil, err
 	}

@@ -57,65 +57,95 @@ func (s *Store) Fork(ctx context.Context, src, dst string) (*Vault, error) {
 	return child, nil
 }
 
+// createFork builds the fork in a temporary file with no journal (it is
+// thrown away on any failure), bulk-copies the metadata visible at the pinned
+// generation, builds the indexes afterwards, switches it to WAL and only
+// then links it into place.
 func (s *Store) createFork(ctx context.Context, parent *Vault, dst, uuid string, pst state) (*Vault, error) {
 	path := s.PathOf(dst)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
+	tmp := filepath.Join(filepath.Dir(path), "."+dst+"."+uuid+".tmp")
+	defer removeFiles(tmp)
+	if err := buildFork(ctx, tmp, parent, dst, uuid, pst, s.Opts.Actor); err != nil {
+		return nil, storageErr("fork vault", err)
+	}
+	if err := os.Link(tmp, path); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return nil, wire.Errorf(wire.CodeAlreadyExists, "fork vault: %q already exists", dst).With("vault", dst)
 		}
 		return nil, wire.Errorf(wire.CodeHostIO, "fork vault: %w", err)
 	}
-	f.Close()
-	v, err := open(path, s.Opts)
+	return Open(ctx, path, s.Opts)
+}
+
+func buildFork(ctx context.Context, tmp string, parent *Vault, dst, uuid string, pst state, actor string) error {
+	db, err := sql.Open("sqlite3", "file:"+tmp+"?_journal_mode=OFF&_synchronous=OFF&_foreign_keys=on")
 	if err != nil {
-		os.Remove(path)
-		return nil, err
+		return err
 	}
-	fail := func(err error) (*Vault, error) {
-		v.Close()
-		removeFiles(path)
-		return nil, err
-	}
-	if err := v.init(ctx, dst, pst.name, pst.uuid, pst.gen); err != nil {
-		return fail(err)
-	}
-	conn, err := v.db.Conn(ctx)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
 	if err != nil {
-		return fail(storageErr("fork vault", err))
+		return err
 	}
 	defer conn.Close()
 	if _, err := conn.ExecContext(ctx, "ATTACH DATABASE ? AS src", "file:"+parent.path+"?mode=ro"); err != nil {
-		return fail(storageErr("fork vault", err))
+		return err
 	}
-	err = func() error {
-		tx, err := conn.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		g := pst.gen
-		if _, err := tx.ExecContext(ctx, `INSERT INTO main.inodes (`+inodeCols+`)
-			SELECT ino, 1, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks FROM src.inodes WHERE gen_from <= ? AND gen_to > ?`, g, g); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO main.dentries (parent, name, gen_from, ino)
-			SELECT parent, name, 1, ino FROM src.dentries WHERE gen_from <= ? AND gen_to > ?`, g, g); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE main.state SET uuid = ?, gen = 1, next_ino = ?, files = ?, bytes = ?, max_bytes = ?, max_files = ?, max_file_bytes = ? WHERE id = 1`,
-			uuid, pst.nextIno, pst.files, pst.bytes, pst.maxBytes, pst.maxFiles, pst.maxFileBytes); err != nil {
-			return err
-		}
-		return tx.Commit()
-	}()
-	if _, derr := conn.ExecContext(ctx, "DETACH DATABASE src"); err == nil && derr != nil {
-		err = derr
-	}
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return fail(storageErr("fork vault", err))
+		return err
 	}
-	return v, nil
+	defer tx.Rollback()
+	g := pst.gen
+	now := time.Now().UnixNano()
+	if actor == "" {
+		actor = defaultActor()
+	}
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{schemaSQL, nil},
+		{`INSERT INTO main.state (id, uuid, name, created_ns, gen, next_ino, files, bytes, max_bytes, max_files, max_file_bytes, parent_name, parent_uuid, parent_gen, forked_ns)
+			VALUES (1, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			[]any{uuid, dst, now, pst.nextIno, pst.files, pst.bytes, pst.maxBytes, pst.maxFiles, pst.maxFileBytes, pst.name, pst.uuid, g, now}},
+		{`INSERT INTO main.inodes (` + inodeCols + `)
+			SELECT ino, 1, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks FROM src.inodes
+			WHERE gen_from <= ? AND gen_to > ? ORDER BY ino`, []any{g, g}},
+		{`INSERT INTO main.dentries (parent, name, gen_from, ino)
+			SELECT parent, name, 1, ino FROM src.dentries WHERE gen_from <= ? AND gen_to > ? ORDER BY parent, name`, []any{g, g}},
+		{indexSQL, nil},
+		{fmt.Sprintf("PRAGMA user_version = %d", schemaVersion), nil},
+	} {
+		if _, err := tx.ExecContext(ctx, q.sql, q.args...); err != nil {
+			return err
+		}
+	}
+	t := &txn{ctx: ctx, tx: tx, v: &Vault{actor: actor}, now: now}
+	t.audit("vault.fork", "/", map[string]any{"name": dst, "parent": pst.name, "parent_generation": g})
+	if err := t.flushAudit(); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "DETACH DATABASE src"); err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA journal_mode = WAL"); err != nil {
+		return err
+	}
+	conn.Close()
+	if err := db.Close(); err != nil {
+		return err
+	}
+	f, err := os.Open(tmp)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // parentVault opens (once) the vault a fork borrows from; nil when v is not a fork.

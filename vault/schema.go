@@ -50,9 +50,6 @@ CREATE TABLE inodes (
 	chunks   BLOB    NOT NULL DEFAULT x'',
 	PRIMARY KEY (ino, gen_from)
 );
-CREATE UNIQUE INDEX inodes_live ON inodes(ino) WHERE gen_to = 9223372036854775807;
-CREATE INDEX inodes_gen_from ON inodes(gen_from);
-CREATE INDEX inodes_gen_to ON inodes(gen_to) WHERE gen_to < 9223372036854775807;
 
 CREATE TABLE dentries (
 	parent   INTEGER NOT NULL,
@@ -61,11 +58,7 @@ CREATE TABLE dentries (
 	gen_to   INTEGER NOT NULL DEFAULT 9223372036854775807,
 	ino      INTEGER NOT NULL,
 	PRIMARY KEY (parent, name, gen_from)
-);
-CREATE UNIQUE INDEX dentries_live ON dentries(parent, name) WHERE gen_to = 9223372036854775807;
-CREATE INDEX dentries_ino ON dentries(ino, gen_to);
-CREATE INDEX dentries_gen_from ON dentries(gen_from);
-CREATE INDEX dentries_gen_to ON dentries(gen_to) WHERE gen_to < 9223372036854775807;
+) WITHOUT ROWID;
 
 CREATE TABLE chunks (
 	id   INTEGER PRIMARY KEY,
@@ -98,7 +91,6 @@ CREATE TABLE versions (
 	chunks  BLOB    NOT NULL DEFAULT x'',
 	UNIQUE (ino, n)
 );
-CREATE INDEX versions_path ON versions(path);
 
 CREATE TABLE audit (
 	id        INTEGER PRIMARY KEY,
@@ -118,5 +110,18 @@ CREATE TABLE forks (
 	gen        INTEGER NOT NULL,
 	created_ns INTEGER NOT NULL
 );
+`
 
+// indexSQL creates the indexes; a fork creates them after its bulk copy.
+// Queries for rows changed after a generation g always hold g >= 1, so the
+// gen_from indexes leave out generation 1, the bulk of a new fork.
+const indexSQL = `
+CREATE UNIQUE INDEX inodes_live ON inodes(ino) WHERE gen_to = 9223372036854775807;
+CREATE INDEX inodes_gen_from ON inodes(gen_from) WHERE gen_from > 1;
+CREATE INDEX inodes_gen_to ON inodes(gen_to) WHERE gen_to < 9223372036854775807;
+CREATE UNIQUE INDEX dentries_live ON dentries(parent, name) WHERE gen_to = 9223372036854775807;
+CREATE INDEX dentries_ino ON dentries(ino, gen_to);
+CREATE INDEX dentries_gen_from ON dentries(gen_from) WHERE gen_from > 1;
+CREATE INDEX dentries_gen_to ON dentries(gen_to) WHERE gen_to < 9223372036854775807;
+CREATE INDEX versions_path ON versions(path);
 `

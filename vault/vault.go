@@ -71,6 +71,20 @@ type ForkRef struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// driverName is go-sqlite3 with the per-connection settings a vault needs
+// beyond what the DSN can say.
+const driverName = "avfs-sqlite3"
+
+func init() {
+	sql.Register(driverName, &sqlite3.SQLiteDriver{
+		ConnectHook: func(c *sqlite3.SQLiteConn) error {
+			// Shrink the WAL back after checkpoints instead of keeping its largest size.
+			_, err := c.Exec("PRAGMA journal_size_limit = 67108864", nil)
+			return err
+		},
+	})
+}
+
 func dsn(path string, write bool) string {
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
@@ -149,11 +163,11 @@ func open(path string, opts Options) (*Vault, error) {
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeHostIO, "open vault: %w", err)
 	}
-	db, err := sql.Open("sqlite3", dsn(abs, true))
+	db, err := sql.Open(driverName, dsn(abs, true))
 	if err != nil {
 		return nil, storageErr("open vault", err)
 	}
-	rdb, err := sql.Open("sqlite3", dsn(abs, false))
+	rdb, err := sql.Open(driverName, dsn(abs, false))
 	if err != nil {
 		db.Close()
 		return nil, storageErr("open vault", err)
@@ -182,7 +196,7 @@ func (v *Vault) init(ctx context.Context, name, parentName, parentUUID string, p
 		return storageErr("create vault", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+	if _, err := tx.ExecContext(ctx, schemaSQL+indexSQL); err != nil {
 		return storageErr("create vault schema", err)
 	}
 	now := time.Now().UnixNano()
