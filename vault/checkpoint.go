@@ -138,6 +138,9 @@ type RestoreResult struct {
 func (v *Vault) RestoreCheckpoint(ctx context.Context, ref string) (RestoreResult, error) {
 	var res RestoreResult
 	err := v.update(ctx, "restore checkpoint", func(t *txn) error {
+		if err := refuseIfMounted(t, "restore"); err != nil {
+			return err
+		}
 		cp, err := findCheckpoint(ctx, t.tx, ref)
 		if err != nil {
 			return err
@@ -156,7 +159,7 @@ func (v *Vault) RestoreCheckpoint(ctx context.Context, ref string) (RestoreResul
 		}
 		for _, tbl := range []string{"inodes", "dentries"} {
 			cols := inodeCols
-			sel := "ino, ?, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks"
+			sel := "ino, ?, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks, xattrs"
 			if tbl == "dentries" {
 				cols, sel = "parent, name, gen_from, ino", "parent, name, ?, ino"
 			}

@@ -86,7 +86,7 @@ func listDir(ctx context.Context, q querier, p string, ino int64) ([]Entry, erro
 		var name string
 		in := &inode{}
 		if err := rows.Scan(&name, &in.ino, &in.genFrom, &in.kind, &in.mode, &in.uid, &in.gid, &in.size, &in.nlink,
-			&in.mtime, &in.ctime, &in.atime, &in.target, &in.chunks); err != nil {
+			&in.mtime, &in.ctime, &in.atime, &in.target, &in.chunks, &in.xattrs); err != nil {
 			return nil, err
 		}
 		out = append(out, entryOf(path.Join(p, name), in))

@@ -111,7 +111,7 @@ func buildFork(ctx context.Context, tmp string, parent *Vault, dst, uuid string,
 			VALUES (1, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			[]any{uuid, dst, now, pst.nextIno, pst.files, pst.bytes, pst.maxBytes, pst.maxFiles, pst.maxFileBytes, pst.name, pst.uuid, g, now}},
 		{`INSERT INTO main.inodes (` + inodeCols + `)
-			SELECT ino, 1, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks FROM src.inodes
+			SELECT ino, 1, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks, xattrs FROM src.inodes
 			WHERE gen_from <= ? AND gen_to > ? ORDER BY ino`, []any{g, g}},
 		{`INSERT INTO main.dentries (parent, name, gen_from, ino)
 			SELECT parent, name, 1, ino FROM src.dentries WHERE gen_from <= ? AND gen_to > ? ORDER BY parent, name`, []any{g, g}},

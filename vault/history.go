@@ -217,7 +217,7 @@ func (v *Vault) Revert(ctx context.Context, path string, to int64) (Version, err
 			if _, _, ok, _ := lookupDentry(ctx, t.tx, dir, name); ok {
 				return wire.Errorf(wire.CodeAlreadyExists, "%s exists; move it away to bring the old file back", target)
 			}
-			in = &inode{ino: ino, kind: ver.Kind, mode: ver.Mode, uid: uint32(uidNow()), gid: uint32(gidNow()), nlink: 1, mtime: t.now, ctime: t.now, atime: t.now, chunks: []byte{}}
+			in = &inode{ino: ino, kind: ver.Kind, mode: ver.Mode, uid: uint32(uidNow()), gid: uint32(gidNow()), nlink: 1, mtime: t.now, ctime: t.now, atime: t.now, chunks: []byte{}, xattrs: []byte{}}
 			in.size, in.chunks, in.target = ver.Size, ver.chunks, ver.Target
 			if err := t.checkGrowth(in, in.size); err != nil {
 				return err

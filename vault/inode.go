@@ -90,6 +90,7 @@ type inode struct {
 	atime    int64
 	target   string
 	chunks   []byte // concatenated chunk hashes
+	xattrs   []byte // encoded extended attributes (see xattr.go)
 
 	oldSize int64 // size when loaded, for the byte counter
 }
@@ -99,12 +100,12 @@ func (in *inode) attr() Attr {
 		Nlink: uint32(in.nlink), Mtime: time.Unix(0, in.mtime), Ctime: time.Unix(0, in.ctime), Atime: time.Unix(0, in.atime), Target: in.target}
 }
 
-const inodeCols = "ino, gen_from, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks"
+const inodeCols = "ino, gen_from, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks, xattrs"
 
 func scanInode(sc interface{ Scan(...any) error }) (*inode, error) {
 	in := &inode{}
 	if err := sc.Scan(&in.ino, &in.genFrom, &in.kind, &in.mode, &in.uid, &in.gid, &in.size, &in.nlink,
-		&in.mtime, &in.ctime, &in.atime, &in.target, &in.chunks); err != nil {
+		&in.mtime, &in.ctime, &in.atime, &in.target, &in.chunks, &in.xattrs); err != nil {
 		return nil, err
 	}
 	in.oldSize = in.size
@@ -125,6 +126,12 @@ func getInode(ctx ctxT, q querier, ino int64) (*inode, error) {
 // closed and a new one inserted, so checkpoints keep seeing the old one.
 // It keeps the file and byte counters and the per-file size quota.
 func (t *txn) saveInode(in *inode) error {
+	if in.chunks == nil {
+		in.chunks = []byte{}
+	}
+	if in.xattrs == nil {
+		in.xattrs = []byte{}
+	}
 	if in.kind == KindFile {
 		if t.st.maxFileBytes > 0 && in.size > t.st.maxFileBytes && in.size > in.oldSize {
 			return wire.Errorf(wire.CodeQuotaExceeded, "file size quota exceeded: %d bytes would exceed max_file_size_mb=%d", in.size, t.st.maxFileBytes>>20).
@@ -136,8 +143,8 @@ func (t *txn) saveInode(in *inode) error {
 	gen := t.st.gen
 	switch {
 	case in.genFrom == gen:
-		_, err := t.tx.ExecContext(t.ctx, `UPDATE inodes SET kind=?, mode=?, uid=?, gid=?, size=?, nlink=?, mtime_ns=?, ctime_ns=?, atime_ns=?, target=?, chunks=?
-			WHERE ino = ? AND gen_from = ?`, in.kind, in.mode, in.uid, in.gid, in.size, in.nlink, in.mtime, in.ctime, in.atime, in.target, in.chunks, in.ino, gen)
+		_, err := t.tx.ExecContext(t.ctx, `UPDATE inodes SET kind=?, mode=?, uid=?, gid=?, size=?, nlink=?, mtime_ns=?, ctime_ns=?, atime_ns=?, target=?, chunks=?, xattrs=?
+			WHERE ino = ? AND gen_from = ?`, in.kind, in.mode, in.uid, in.gid, in.size, in.nlink, in.mtime, in.ctime, in.atime, in.target, in.chunks, in.xattrs, in.ino, gen)
 		return err
 	case in.genFrom != 0:
 		if _, err := t.tx.ExecContext(t.ctx, "UPDATE inodes SET gen_to = ? WHERE ino = ? AND gen_to = ?", gen, in.ino, live); err != nil {
@@ -147,8 +154,8 @@ func (t *txn) saveInode(in *inode) error {
 		t.st.files++
 	}
 	in.genFrom = gen
-	_, err := t.tx.ExecContext(t.ctx, "INSERT INTO inodes ("+inodeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		in.ino, gen, in.kind, in.mode, in.uid, in.gid, in.size, in.nlink, in.mtime, in.ctime, in.atime, in.target, in.chunks)
+	_, err := t.tx.ExecContext(t.ctx, "INSERT INTO inodes ("+inodeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		in.ino, gen, in.kind, in.mode, in.uid, in.gid, in.size, in.nlink, in.mtime, in.ctime, in.atime, in.target, in.chunks, in.xattrs)
 	return err
 }
 
@@ -175,7 +182,7 @@ func (t *txn) newInode(kind Kind, mode, uid, gid uint32, target string) *inode {
 	ino := t.st.nextIno
 	t.st.nextIno++
 	in := &inode{ino: ino, kind: kind, mode: mode & 0o7777, uid: uid, gid: gid, nlink: 1,
-		mtime: t.now, ctime: t.now, atime: t.now, target: target, chunks: []byte{}}
+		mtime: t.now, ctime: t.now, atime: t.now, target: target, chunks: []byte{}, xattrs: []byte{}}
 	if kind == KindDir {
 		in.nlink = 2
 	}

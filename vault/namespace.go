@@ -206,6 +206,9 @@ func (t *txn) rename(odir *inode, oname string, ndir *inode, nname string, flags
 	if err != nil {
 		return err
 	}
+	if exists && flags&RenameNoReplace != 0 {
+		return wire.Errorf(wire.CodeAlreadyExists, "%q already exists", nname)
+	}
 	if exists && dino == sino {
 		return nil // same file: rename(2) does nothing
 	}

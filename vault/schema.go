@@ -48,6 +48,7 @@ CREATE TABLE inodes (
 	atime_ns INTEGER NOT NULL,
 	target   TEXT    NOT NULL DEFAULT '',
 	chunks   BLOB    NOT NULL DEFAULT x'',
+	xattrs   BLOB    NOT NULL DEFAULT x'',
 	PRIMARY KEY (ino, gen_from)
 );
 
@@ -101,6 +102,17 @@ CREATE TABLE audit (
 	actor     TEXT    NOT NULL,
 	prev_hash BLOB    NOT NULL,
 	hash      BLOB    NOT NULL
+);
+
+-- locks records who holds the vault beyond one transaction: the writer
+-- mount ("mount"), with its process, so that a second writer mount and a
+-- restore under a live mount are refused.
+CREATE TABLE locks (
+	name     TEXT PRIMARY KEY,
+	pid      INTEGER NOT NULL,
+	host     TEXT    NOT NULL,
+	since_ns INTEGER NOT NULL,
+	info     TEXT    NOT NULL DEFAULT ''
 );
 
 -- forks lists the live forks that borrow chunks from this vault.

@@ -1,0 +1,498 @@
+package vault
+
+import (
+	"context"
+	"io"
+	"sort"
+	"time"
+
+	"avfs/wire"
+)
+
+// This file is the inode-level API a file system layer (the FUSE mount)
+// serves from: every call is one transaction, named by inode numbers.
+
+// RootIno is the inode number of the vault's root directory.
+const RootIno uint64 = rootIno
+
+// DirEntry is one entry of a directory listing.
+type DirEntry struct {
+	Name string `json:"name"`
+	Ino  uint64 `json:"ino"`
+	Kind Kind   `json:"kind"`
+}
+
+// GetAttr returns the attributes of inode ino.
+func (v *Vault) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
+	in, err := getInode(ctx, v.rdb, int64(ino))
+	if err != nil {
+		return Attr{}, wrapOp("getattr", err)
+	}
+	return in.attr(), nil
+}
+
+// Lookup returns the attributes of the entry name in directory parent.
+func (v *Vault) Lookup(ctx context.Context, parent uint64, name string) (Attr, error) {
+	var a Attr
+	err := v.view(ctx, "lookup", func(q querier, _ state) error {
+		ino, _, ok, err := lookupDentry(ctx, q, int64(parent), name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return wire.Errorf(wire.CodeNotFound, "%q does not exist", name)
+		}
+		in, err := getInode(ctx, q, ino)
+		if err != nil {
+			return err
+		}
+		a = in.attr()
+		return nil
+	})
+	return a, err
+}
+
+// ReadDir lists directory ino sorted by name (without "." and "..").
+func (v *Vault) ReadDir(ctx context.Context, ino uint64) ([]DirEntry, error) {
+	out := []DirEntry{}
+	err := v.view(ctx, "readdir", func(q querier, _ state) error {
+		in, err := getInode(ctx, q, int64(ino))
+		if err != nil {
+			return err
+		}
+		if in.kind != KindDir {
+			return wire.Errorf(wire.CodeNotDir, "not a directory")
+		}
+		rows, err := q.QueryContext(ctx, `SELECT d.name, d.ino, i.kind FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = ?
+			WHERE d.parent = ? AND d.gen_to = ? ORDER BY d.name`, live, ino, live)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var e DirEntry
+			if err := rows.Scan(&e.Name, &e.Ino, &e.Kind); err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// NodeSpec describes a new inode for Mknod.
+type NodeSpec struct {
+	Kind   Kind
+	Mode   uint32 // permission bits
+	UID    uint32
+	GID    uint32
+	Target string // symlink target
+}
+
+// Mknod creates a file, directory or symlink named name in parent.
+func (v *Vault) Mknod(ctx context.Context, parent uint64, name string, spec NodeSpec) (Attr, error) {
+	var a Attr
+	op := map[Kind]string{KindFile: "create", KindDir: "mkdir", KindSymlink: "symlink"}[spec.Kind]
+	if op == "" {
+		return a, wire.Errorf(wire.CodeInvalidInput, "mknod: unsupported kind %d", spec.Kind)
+	}
+	err := v.update(ctx, op, func(t *txn) error {
+		dir, err := t.dirInode(int64(parent))
+		if err != nil {
+			return err
+		}
+		in, err := t.create(dir, name, spec.Kind, spec.Mode, spec.UID, spec.GID, spec.Target)
+		if err != nil {
+			return err
+		}
+		p, _ := t.childPath(dir.ino, name)
+		details := map[string]any{"mode": in.mode}
+		if spec.Kind == KindSymlink {
+			details["target"] = spec.Target
+		}
+		t.audit(op, p, details)
+		a = in.attr()
+		return nil
+	})
+	return a, err
+}
+
+// Link makes name in parent another name of inode ino.
+func (v *Vault) Link(ctx context.Context, ino, parent uint64, name string) (Attr, error) {
+	var a Attr
+	err := v.update(ctx, "link", func(t *txn) error {
+		in, err := getInode(ctx, t.tx, int64(ino))
+		if err != nil {
+			return err
+		}
+		dir, err := t.dirInode(int64(parent))
+		if err != nil {
+			return err
+		}
+		if err := t.link(in, dir, name); err != nil {
+			return err
+		}
+		p, _ := t.childPath(dir.ino, name)
+		t.audit("link", p, map[string]any{"ino": ino})
+		a = in.attr()
+		return nil
+	})
+	return a, err
+}
+
+// Unlink removes the non-directory entry name from parent.
+func (v *Vault) Unlink(ctx context.Context, parent uint64, name string) error {
+	return v.update(ctx, "unlink", func(t *txn) error {
+		dir, err := t.dirInode(int64(parent))
+		if err != nil {
+			return err
+		}
+		p, _ := t.childPath(dir.ino, name)
+		if _, err := t.unlinkEntry(dir, name, KindFile); err != nil {
+			return err
+		}
+		t.audit("remove", p, nil)
+		return nil
+	})
+}
+
+// Rmdir removes the empty directory name from parent.
+func (v *Vault) Rmdir(ctx context.Context, parent uint64, name string) error {
+	return v.update(ctx, "rmdir", func(t *txn) error {
+		dir, err := t.dirInode(int64(parent))
+		if err != nil {
+			return err
+		}
+		p, _ := t.childPath(dir.ino, name)
+		if _, err := t.unlinkEntry(dir, name, KindDir); err != nil {
+			return err
+		}
+		t.audit("rmdir", p, nil)
+		return nil
+	})
+}
+
+// Rename moves oldParent/oldName to newParent/newName with rename(2) semantics.
+func (v *Vault) Rename(ctx context.Context, oldParent uint64, oldName string, newParent uint64, newName string, flags RenameFlags) error {
+	return v.update(ctx, "rename", func(t *txn) error {
+		odir, err := t.dirInode(int64(oldParent))
+		if err != nil {
+			return err
+		}
+		ndir := odir
+		if newParent != oldParent {
+			if ndir, err = t.dirInode(int64(newParent)); err != nil {
+				return err
+			}
+		}
+		from, _ := t.childPath(odir.ino, oldName)
+		to, _ := t.childPath(ndir.ino, newName)
+		if err := t.rename(odir, oldName, ndir, newName, flags); err != nil {
+			return err
+		}
+		t.audit("move", from, map[string]any{"to": to})
+		return nil
+	})
+}
+
+// SetAttr changes what is non-nil: mode, owner, size (truncate or extend), times.
+type SetAttr struct {
+	Mode  *uint32
+	UID   *uint32
+	GID   *uint32
+	Size  *int64
+	Atime *time.Time
+	Mtime *time.Time
+}
+
+// SetAttr applies s to inode ino.
+func (v *Vault) SetAttr(ctx context.Context, ino uint64, s SetAttr) (Attr, error) {
+	var a Attr
+	err := v.update(ctx, "setattr", func(t *txn) error {
+		in, err := getInode(ctx, t.tx, int64(ino))
+		if err != nil {
+			return err
+		}
+		details := map[string]any{}
+		op := "setattr"
+		if s.Size != nil {
+			if err := t.truncate(in, *s.Size); err != nil {
+				return err
+			}
+			details["size"], op = *s.Size, "truncate"
+		}
+		if s.Mode != nil {
+			in.mode = *s.Mode & 0o7777
+			details["mode"] = in.mode
+			if op == "setattr" {
+				op = "chmod"
+			}
+		}
+		if s.UID != nil {
+			in.uid = *s.UID
+			details["uid"] = in.uid
+		}
+		if s.GID != nil {
+			in.gid = *s.GID
+			details["gid"] = in.gid
+		}
+		if s.Atime != nil {
+			in.atime = s.Atime.UnixNano()
+		}
+		if s.Mtime != nil {
+			in.mtime = s.Mtime.UnixNano()
+			details["mtime_ns"] = in.mtime
+		}
+		in.ctime = t.now
+		if err := t.saveInode(in); err != nil {
+			return err
+		}
+		if s.Size != nil || s.Mode != nil {
+			if err := t.recordVersionAt(in, "", op); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
+				return err
+			}
+		}
+		p, _ := pathOf(ctx, t.tx, in.ino)
+		t.audit(op, p, details)
+		a = in.attr()
+		return nil
+	})
+	return a, err
+}
+
+// ReadAt reads file ino's content at off; io.EOF at or past the end.
+func (v *Vault) ReadAt(ctx context.Context, ino uint64, p []byte, off int64) (int, error) {
+	var n int
+	var rerr error
+	err := v.view(ctx, "read", func(q querier, _ state) error {
+		in, err := getInode(ctx, q, int64(ino))
+		if err != nil {
+			return err
+		}
+		if in.kind != KindFile {
+			return wire.Errorf(wire.CodeIsDir, "not a regular file")
+		}
+		n, rerr = v.readAt(ctx, q, in, p, off)
+		if rerr == io.EOF {
+			return nil
+		}
+		return rerr
+	})
+	if err != nil {
+		return n, err
+	}
+	return n, rerr
+}
+
+// WriteAt writes p at off in file ino, in one transaction.
+func (v *Vault) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (Attr, error) {
+	var a Attr
+	err := v.update(ctx, "write", func(t *txn) error {
+		in, err := getInode(ctx, t.tx, int64(ino))
+		if err != nil {
+			return err
+		}
+		if err := t.writeAt(in, p, off); err != nil {
+			return err
+		}
+		if err := t.saveInode(in); err != nil {
+			return err
+		}
+		if err := t.recordVersionAt(in, "", "write"); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
+			return err
+		}
+		path, _ := pathOf(ctx, t.tx, in.ino)
+		t.audit("write", path, map[string]any{"offset": off, "length": len(p), "size": in.size})
+		a = in.attr()
+		return nil
+	})
+	return a, err
+}
+
+// Persist commits a file's changed chunks in one transaction: chunks maps a
+// chunk index to that chunk's whole new content (at most ChunkSize bytes;
+// bytes past size are ignored), and size is the file's new size. Chunks
+// not named keep their content; chunks past size are dropped. mtime, when
+// non-zero, is the file's new modification time.
+func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, chunks map[int64][]byte, mtime time.Time) (Attr, error) {
+	var a Attr
+	err := v.update(ctx, "write", func(t *txn) error {
+		in, err := getInode(ctx, t.tx, int64(ino))
+		if err != nil {
+			return err
+		}
+		if in.kind != KindFile {
+			return wire.Errorf(wire.CodeIsDir, "not a regular file")
+		}
+		if err := t.checkGrowth(in, size); err != nil {
+			return err
+		}
+		if size < in.size {
+			if err := t.truncate(in, size); err != nil {
+				return err
+			}
+		}
+		n := (size + ChunkSize - 1) / ChunkSize
+		m := in.chunks
+		if need := int(n * hashLen); len(m) < need {
+			grown := make([]byte, need)
+			copy(grown, m)
+			m = grown
+		} else {
+			m = append([]byte(nil), m...)
+		}
+		for i, data := range chunks {
+			if i < 0 || i >= n {
+				continue
+			}
+			if span := size - i*ChunkSize; int64(len(data)) > span {
+				data = data[:span]
+			}
+			if len(data) > ChunkSize {
+				return wire.Errorf(wire.CodeInvalidInput, "chunk %d is larger than %d bytes", i, ChunkSize)
+			}
+			h, err := t.putChunk(data)
+			if err != nil {
+				return err
+			}
+			copy(m[i*hashLen:], h)
+		}
+		in.chunks, in.size = m, size
+		in.mtime, in.ctime = t.now, t.now
+		if !mtime.IsZero() {
+			in.mtime = mtime.UnixNano()
+		}
+		if err := t.saveInode(in); err != nil {
+			return err
+		}
+		if err := t.recordVersionAt(in, "", "write"); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
+			return err
+		}
+		path, _ := pathOf(ctx, t.tx, in.ino)
+		t.audit("write", path, map[string]any{"size": size, "chunks_written": len(chunks)})
+		a = in.attr()
+		return nil
+	})
+	return a, err
+}
+
+// Content is a file's content as of one moment: it stays readable after
+// the file is changed or deleted (until gc frees its chunks).
+type Content struct {
+	v      *Vault
+	size   int64
+	chunks []byte
+}
+
+// Content returns the current content of file ino.
+func (v *Vault) Content(ctx context.Context, ino uint64) (*Content, error) {
+	in, err := getInode(ctx, v.rdb, int64(ino))
+	if err != nil {
+		return nil, wrapOp("read", err)
+	}
+	return &Content{v: v, size: in.size, chunks: in.chunks}, nil
+}
+
+// Size is the content's length.
+func (c *Content) Size() int64 { return c.size }
+
+// ReadAt reads the content at off; io.EOF at or past the end.
+func (c *Content) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	in := &inode{kind: KindFile, size: c.size, chunks: c.chunks}
+	return c.v.readAt(ctx, c.v.rdb, in, p, off)
+}
+
+// GetXattr returns the value of extended attribute name of inode ino.
+func (v *Vault) GetXattr(ctx context.Context, ino uint64, name string) ([]byte, error) {
+	in, err := getInode(ctx, v.rdb, int64(ino))
+	if err != nil {
+		return nil, wrapOp("getxattr", err)
+	}
+	m, err := decodeXattrs(in.xattrs)
+	if err != nil {
+		return nil, err
+	}
+	val, ok := m[name]
+	if !ok {
+		return nil, wire.Errorf(wire.CodeNotFound, "no extended attribute %q", name)
+	}
+	return val, nil
+}
+
+// ListXattr returns the names of inode ino's extended attributes, sorted.
+func (v *Vault) ListXattr(ctx context.Context, ino uint64) ([]string, error) {
+	in, err := getInode(ctx, v.rdb, int64(ino))
+	if err != nil {
+		return nil, wrapOp("listxattr", err)
+	}
+	m, err := decodeXattrs(in.xattrs)
+	if err != nil {
+		return nil, err
+	}
+	names := []string{}
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// SetXattr sets (or, with value nil and remove, removes) extended attribute
+// name. flags: XattrCreate fails when it exists, XattrReplace when it does not.
+func (v *Vault) SetXattr(ctx context.Context, ino uint64, name string, value []byte, flags int) error {
+	return v.changeXattr(ctx, ino, name, value, flags, false)
+}
+
+// RemoveXattr removes extended attribute name (not_found when absent).
+func (v *Vault) RemoveXattr(ctx context.Context, ino uint64, name string) error {
+	return v.changeXattr(ctx, ino, name, nil, 0, true)
+}
+
+func (v *Vault) changeXattr(ctx context.Context, ino uint64, name string, value []byte, flags int, remove bool) error {
+	if name == "" || len(name) > maxXattrName {
+		return wire.Errorf(wire.CodeInvalidInput, "invalid extended attribute name")
+	}
+	if len(value) > maxXattrValue {
+		return wire.Errorf(wire.CodeQuotaExceeded, "extended attribute value too large (%d bytes)", len(value))
+	}
+	return v.update(ctx, "setxattr", func(t *txn) error {
+		in, err := getInode(ctx, t.tx, int64(ino))
+		if err != nil {
+			return err
+		}
+		m, err := decodeXattrs(in.xattrs)
+		if err != nil {
+			return err
+		}
+		_, exists := m[name]
+		switch {
+		case remove && !exists:
+			return wire.Errorf(wire.CodeNotFound, "no extended attribute %q", name)
+		case !remove && flags&XattrCreate != 0 && exists:
+			return wire.Errorf(wire.CodeAlreadyExists, "extended attribute %q exists", name)
+		case !remove && flags&XattrReplace != 0 && !exists:
+			return wire.Errorf(wire.CodeNotFound, "no extended attribute %q", name)
+		}
+		if remove {
+			delete(m, name)
+		} else {
+			m[name] = append([]byte{}, value...)
+		}
+		enc := encodeXattrs(m)
+		if len(enc) > maxXattrTotal {
+			return wire.Errorf(wire.CodeQuotaExceeded, "extended attributes of this file exceed %d bytes", maxXattrTotal)
+		}
+		in.xattrs, in.ctime = enc, t.now
+		if err := t.saveInode(in); err != nil {
+			return err
+		}
+		p, _ := pathOf(ctx, t.tx, in.ino)
+		op := "setxattr"
+		if remove {
+			op = "removexattr"
+		}
+		t.audit(op, p, map[string]any{"name": name})
+		return nil
+	})
+}

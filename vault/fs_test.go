@@ -1,0 +1,154 @@
+package vault
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"avfs/wire"
+)
+
+func TestInodeAPI(t *testing.T) {
+	ctx := context.Background()
+	_, v := newVault(t)
+	dir, err := v.Mknod(ctx, RootIno, "src", NodeSpec{Kind: KindDir, Mode: 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := v.Mknod(ctx, dir.Ino, "a.sh", NodeSpec{Kind: KindFile, Mode: 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Mknod(ctx, dir.Ino, "a.sh", NodeSpec{Kind: KindFile}); !wire.HasCode(err, wire.CodeAlreadyExists) {
+		t.Fatalf("O_EXCL: %v", err)
+	}
+	// Persist whole chunks, then read at offsets across chunk borders.
+	data := randBytes(2*ChunkSize + 100)
+	chunks := map[int64][]byte{0: data[:ChunkSize], 1: data[ChunkSize : 2*ChunkSize], 2: data[2*ChunkSize:]}
+	if a, err := v.Persist(ctx, f.Ino, int64(len(data)), chunks, time.Time{}); err != nil || a.Size != int64(len(data)) {
+		t.Fatalf("persist: %+v %v", a, err)
+	}
+	buf := make([]byte, 1000)
+	n, err := v.ReadAt(ctx, f.Ino, buf, ChunkSize-500)
+	if err != nil || n != 1000 || !bytes.Equal(buf, data[ChunkSize-500:ChunkSize+500]) {
+		t.Fatalf("read across chunks: %d %v", n, err)
+	}
+	if n, err := v.ReadAt(ctx, f.Ino, buf, int64(len(data))-10); n != 10 || err != io.EOF {
+		t.Fatalf("read at end: %d %v", n, err)
+	}
+	// Only the changed chunk is rewritten.
+	snap, _ := v.Content(ctx, f.Ino)
+	if _, err := v.WriteAt(ctx, f.Ino, []byte("XY"), ChunkSize+1); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := v.Content(ctx, f.Ino)
+	if !bytes.Equal(snap.chunks[:hashLen], after.chunks[:hashLen]) || bytes.Equal(snap.chunks[hashLen:2*hashLen], after.chunks[hashLen:2*hashLen]) {
+		t.Fatal("a small write rewrote more than its chunk")
+	}
+	// The old snapshot stays readable.
+	old := make([]byte, 2)
+	if _, err := snap.ReadAt(ctx, old, ChunkSize+1); err != nil || !bytes.Equal(old, data[ChunkSize+1:ChunkSize+3]) {
+		t.Fatalf("snapshot read %v", err)
+	}
+	// Truncate down and up: the tail reads as zeros.
+	size := int64(10)
+	if _, err := v.SetAttr(ctx, f.Ino, SetAttr{Size: &size}); err != nil {
+		t.Fatal(err)
+	}
+	size = 20
+	if _, err := v.SetAttr(ctx, f.Ino, SetAttr{Size: &size}); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 20)
+	if _, err := v.ReadAt(ctx, f.Ino, got, 0); err != nil && err != io.EOF {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got[:10], data[:10]) || !bytes.Equal(got[10:], make([]byte, 10)) {
+		t.Fatalf("truncate: %x", got)
+	}
+	// Hard link, rename over an existing file, unlink.
+	if a, err := v.Link(ctx, f.Ino, RootIno, "hard"); err != nil || a.Nlink != 2 {
+		t.Fatalf("link %+v %v", a, err)
+	}
+	if _, err := v.Mknod(ctx, RootIno, "victim", NodeSpec{Kind: KindFile, Mode: 0o644}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Rename(ctx, RootIno, "hard", RootIno, "victim", 0); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := v.Lookup(ctx, RootIno, "victim"); a.Ino != f.Ino {
+		t.Fatal("rename over did not replace")
+	}
+	if err := v.Rename(ctx, dir.Ino, "a.sh", RootIno, "victim", RenameNoReplace); !wire.HasCode(err, wire.CodeAlreadyExists) {
+		t.Fatalf("noreplace: %v", err)
+	}
+	if err := v.Rename(ctx, RootIno, "src", dir.Ino, "inside", 0); !wire.HasCode(err, wire.CodeInvalidInput) {
+		t.Fatalf("dir into itself: %v", err)
+	}
+	if err := v.Rmdir(ctx, RootIno, "src"); !wire.HasCode(err, wire.CodeNotEmpty) {
+		t.Fatalf("rmdir non-empty: %v", err)
+	}
+	if err := v.Unlink(ctx, RootIno, "src"); !wire.HasCode(err, wire.CodeIsDir) {
+		t.Fatalf("unlink dir: %v", err)
+	}
+	// Xattrs.
+	if err := v.SetXattr(ctx, f.Ino, "user.k", []byte("v"), XattrCreate); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.SetXattr(ctx, f.Ino, "user.k", []byte("v"), XattrCreate); !wire.HasCode(err, wire.CodeAlreadyExists) {
+		t.Fatalf("xattr create twice: %v", err)
+	}
+	if val, err := v.GetXattr(ctx, f.Ino, "user.k"); err != nil || string(val) != "v" {
+		t.Fatalf("getxattr %q %v", val, err)
+	}
+	if names, _ := v.ListXattr(ctx, f.Ino); len(names) != 1 {
+		t.Fatalf("listxattr %v", names)
+	}
+	if err := v.RemoveXattr(ctx, f.Ino, "user.k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.GetXattr(ctx, f.Ino, "user.k"); !wire.HasCode(err, wire.CodeNotFound) {
+		t.Fatalf("removed xattr: %v", err)
+	}
+	ents, _ := v.ReadDir(ctx, RootIno)
+	if len(ents) != 2 || ents[0].Name != "src" || ents[1].Name != "victim" {
+		t.Fatalf("readdir %+v", ents)
+	}
+	mustCheck(t, v)
+}
+
+func TestMountLockRefusesRestoreAndSecondHolder(t *testing.T) {
+	ctx := context.Background()
+	_, v := newVault(t)
+	if _, err := v.SaveCheckpoint(ctx, "c", ""); err != nil {
+		t.Fatal(err)
+	}
+	// A lock held by a live process (pid 1 stands in for another process).
+	if _, err := v.db.Exec("INSERT INTO locks (name, pid, host, since_ns) VALUES (?, 1, ?, 0)", LockMount, hostname()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.RestoreCheckpoint(ctx, "c"); !wire.HasCode(err, wire.CodeVaultBusy) {
+		t.Fatalf("restore under a mount: %v", err)
+	}
+	if err := v.Lock(ctx, LockMount, ""); !wire.HasCode(err, wire.CodeVaultBusy) {
+		t.Fatalf("second lock: %v", err)
+	}
+	// A lock left by a dead process is taken over.
+	if _, err := v.db.Exec("UPDATE locks SET pid = 2147483000"); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Lock(ctx, LockMount, ""); err != nil {
+		t.Fatalf("stale lock: %v", err)
+	}
+	if h, _ := v.LockHolder(ctx, LockMount); h == nil {
+		t.Fatal("no holder")
+	}
+	if err := v.Unlock(ctx, LockMount); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := v.LockHolder(ctx, LockMount); h != nil {
+		t.Fatalf("holder after unlock: %+v", h)
+	}
+}
