@@ -97,7 +97,9 @@ func setUsageErrors(cmds []*cli.Command) {
 				if ctx.Args().Len() > 0 {
 					return wire.Errorf(wire.CodeUsage, "unknown command %q for %q", ctx.Args().First(), ctx.Command.FullName())
 				}
-				_ = cli.ShowSubcommandHelp(ctx)
+				if !ctx.Bool("json") { // with --json the error is the only output
+					_ = cli.ShowSubcommandHelp(ctx)
+				}
 				return wire.Errorf(wire.CodeUsage, "%s needs a subcommand", ctx.Command.FullName())
 			}
 		}
