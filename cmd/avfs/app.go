@@ -67,7 +67,9 @@ func newApp(e *env) *cli.App {
 			&cli.BoolFlag{Name: "json", Usage: "print exactly one JSON document on stdout"},
 		},
 		Before: func(c *cli.Context) error {
-			e.json = c.Bool("json")
+			// --json after an unknown command is not parsed as a flag, but
+			// run saw it: keep it so the usage error is a JSON document.
+			e.json = e.json || c.Bool("json")
 			e.vault = c.String("vault")
 			home, err := stateDir()
 			if err != nil {
