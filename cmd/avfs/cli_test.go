@@ -378,6 +378,30 @@ func TestForkIsolationAndDetach(t *testing.T) {
 	a.ok("gc", "--vault", "fork1")
 }
 
+func TestForkChain(t *testing.T) {
+	a := newAVFS(t)
+	a.write("v1", "/f")
+	a.ok("vault", "fork", "default", "f1")
+	a.write("v2", "/f") // in default
+	a.ok("prune", "--keep", "1")
+	a.ok("gc") // must keep what f1 borrows
+	equal(t, "fork after parent gc", a.cat("--vault", "f1", "/f"), "v1")
+	a.ok("vault", "fork", "f1", "f2")
+	a.write("f2 only", "--vault", "f2", "/g")
+	// Deleting a fork releases its parent.
+	a.ok("vault", "fork", "default", "tmp")
+	equal(t, "forks of default", len(a.info("default").Forks), 2)
+	a.ok("vault", "delete", "tmp")
+	equal(t, "forks of default after deleting one", len(a.info("default").Forks), 1)
+	// Deleting the middle of a chain with --force detaches f2 first.
+	a.fail(1, "vault_has_forks", "vault", "delete", "f1")
+	a.ok("vault", "delete", "--force", "f1")
+	equal(t, "f2 content", a.cat("--vault", "f2", "/f"), "v1")
+	equal(t, "f2 own content", a.cat("--vault", "f2", "/g"), "f2 only")
+	a.ok("vault", "check", "f2")
+	a.ok("vault", "check", "default")
+}
+
 func TestCheckAndGC(t *testing.T) {
 	a := newAVFS(t)
 	a.write(strings.Repeat("a", 100000), "/big")
@@ -386,12 +410,21 @@ func TestCheckAndGC(t *testing.T) {
 	equal(t, "check ok", doc["ok"], any(true))
 	equal(t, "check vault", doc["vault"], any("default"))
 	a.ok("prune", "--keep", "1")
-	for _, args := range [][]string{{"gc"}, {"vault", "gc"}} {
-		doc := a.ok(args...)
-		for _, k := range []string{"rows_removed", "chunks_removed", "bytes_freed", "file_size_before", "file_size_after"} {
-			if _, ok := doc[k]; !ok {
-				t.Fatalf("%v: no %s in %v", args, k, doc)
-			}
+	var gc struct {
+		Vault      string `json:"vault"`
+		Chunks     int64  `json:"chunks_removed"`
+		BytesFreed int64  `json:"bytes_freed"`
+		FileBefore int64  `json:"file_size_before"`
+		FileAfter  int64  `json:"file_size_after"`
+	}
+	a.into(&gc, "gc")
+	if gc.Vault != "default" || gc.Chunks == 0 || gc.BytesFreed < 100000 || gc.FileAfter >= gc.FileBefore {
+		t.Fatalf("gc after pruning 100 kB: %+v", gc)
+	}
+	doc = a.ok("vault", "gc")
+	for _, k := range []string{"rows_removed", "chunks_removed", "bytes_freed", "file_size_before", "file_size_after"} {
+		if _, ok := doc[k]; !ok {
+			t.Fatalf("vault gc: no %s in %v", k, doc)
 		}
 	}
 	equal(t, "content after gc", a.cat("/big"), "small")
