@@ -243,6 +243,7 @@ func (v *Vault) GC(ctx context.Context) (GCResult, error) {
 	if _, err := v.db.ExecContext(ctx, "VACUUM"); err != nil && !wire.HasCode(storageErr("gc", err), wire.CodeVaultBusy) {
 		return res, storageErr("gc", err)
 	}
+	_, _ = v.db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)") // VACUUM wrote the whole file into the WAL
 	after, _ := v.Info(ctx)
 	res.FileAfter = after.FileSize
 	return res, nil

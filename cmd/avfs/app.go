@@ -67,7 +67,9 @@ func newApp(e *env) *cli.App {
 			&cli.BoolFlag{Name: "json", Usage: "print exactly one JSON document on stdout"},
 		},
 		Before: func(c *cli.Context) error {
-			e.json = c.Bool("json")
+			// --json after an unknown command is not parsed as a flag, but
+			// run saw it: keep it so the usage error is a JSON document.
+			e.json = e.json || c.Bool("json")
 			e.vault = c.String("vault")
 			home, err := stateDir()
 			if err != nil {
@@ -97,7 +99,9 @@ func setUsageErrors(cmds []*cli.Command) {
 				if ctx.Args().Len() > 0 {
 					return wire.Errorf(wire.CodeUsage, "unknown command %q for %q", ctx.Args().First(), ctx.Command.FullName())
 				}
-				_ = cli.ShowSubcommandHelp(ctx)
+				if !ctx.Bool("json") { // with --json the error is the only output
+					_ = cli.ShowSubcommandHelp(ctx)
+				}
 				return wire.Errorf(wire.CodeUsage, "%s needs a subcommand", ctx.Command.FullName())
 			}
 		}

@@ -4,7 +4,13 @@ import "github.com/urfave/cli/v2"
 
 // commands lists every top-level command; each lives in its own file.
 func commands(e *env) []*cli.Command {
-	return []*cli.Command{
+	cmds := []*cli.Command{
 		versionCommand(e),
+		vaultCommand(e),
+		checkpointCommand(e),
 	}
+	cmds = append(cmds, filesCommands(e)...)
+	cmds = append(cmds, historyCommands(e)...)
+	cmds = append(cmds, gcCommand(e), quotaCommand(e), auditCommand(e))
+	return cmds
 }

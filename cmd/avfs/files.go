@@ -1,0 +1,421 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"avfs/vault"
+	"avfs/wire"
+)
+
+// listing is the JSON document of `avfs ls` and `avfs tree`.
+type listing struct {
+	Path    string        `json:"path"`
+	Entries []vault.Entry `json:"entries"`
+}
+
+// content is the JSON document of `avfs cat`.
+type content struct {
+	Path          string `json:"path"`
+	Version       int64  `json:"version,omitempty"`
+	Size          int64  `json:"size"`
+	ContentBase64 string `json:"content_base64"`
+}
+
+// removed is one path of `avfs rm`.
+type removed struct {
+	Path    string `json:"path"`
+	Removed int64  `json:"removed"` // entries removed (0 when missing with -f)
+}
+
+// transfer is the JSON document of `avfs import` and `avfs export`.
+type transfer struct {
+	Host string `json:"host_path"`
+	Path string `json:"vault_path"`
+	vault.TransferResult
+}
+
+func filesCommands(e *env) []*cli.Command {
+	return []*cli.Command{
+		{
+			Name:                   "ls",
+			Usage:                  "list a directory of the vault",
+			UsageText:              "avfs ls [-l] [PATH]\n\nexample: avfs ls -l /src",
+			UseShortOptionHandling: true,
+			Flags:                  []cli.Flag{&cli.BoolFlag{Name: "long", Aliases: []string{"l"}, Usage: "show mode, size and modification time"}},
+			Action: func(c *cli.Context) error {
+				a, err := args(c, 0, 1, "[PATH]")
+				if err != nil {
+					return err
+				}
+				p := "/"
+				if len(a) == 1 {
+					p = a[0]
+				}
+				return e.withVault(c, func(v *vault.Vault) error {
+					ents, err := v.List(c.Context, p)
+					if err != nil {
+						return err
+					}
+					return e.emit(listing{Path: p, Entries: ents}, func(w io.Writer) error {
+						if !c.Bool("long") {
+							for _, en := range ents {
+								if _, err := fmt.Fprintln(w, en.Name); err != nil {
+									return err
+								}
+							}
+							return nil
+						}
+						rows := make([]string, len(ents))
+						for i, en := range ents {
+							rows[i] = longLine(en)
+						}
+						return table(w, "", rows)
+					})
+				})
+			},
+		},
+		{
+			Name:      "tree",
+			Usage:     "show a directory tree of the vault",
+			UsageText: "avfs tree [PATH]\n\nexample: avfs tree /src",
+			Action: func(c *cli.Context) error {
+				a, err := args(c, 0, 1, "[PATH]")
+				if err != nil {
+					return err
+				}
+				p := "/"
+				if len(a) == 1 {
+					p = a[0]
+				}
+				return e.withVault(c, func(v *vault.Vault) error {
+					ents := []vault.Entry{}
+					if err := v.Walk(c.Context, p, func(en vault.Entry) error {
+						ents = append(ents, en)
+						return nil
+					}); err != nil {
+						return err
+					}
+					return e.emit(listing{Path: p, Entries: ents}, func(w io.Writer) error {
+						if len(ents) == 0 {
+							return nil
+						}
+						root := ents[0].Path
+						depth := func(q string) int {
+							rel := strings.TrimPrefix(strings.TrimPrefix(q, root), "/")
+							if rel == "" {
+								return 0
+							}
+							return strings.Count(rel, "/") + 1
+						}
+						for i, en := range ents {
+							name := en.Name
+							if i == 0 {
+								name = en.Path
+							}
+							if en.Kind == vault.KindDir && i > 0 {
+								name += "/"
+							}
+							if en.Kind == vault.KindSymlink {
+								name += " -> " + en.Target
+							}
+							if _, err := fmt.Fprintf(w, "%s%s\n", strings.Repeat("  ", depth(en.Path)), name); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+				})
+			},
+		},
+		{
+			Name:      "cat",
+			Usage:     "print a file of the vault (raw bytes), or one of its versions",
+			UsageText: "avfs cat PATH [--version N]\n\nexample: avfs cat /notes.txt --version 2",
+			Flags:     []cli.Flag{&cli.Int64Flag{Name: "version", Usage: "print version `N` from the file's history (see avfs log)"}},
+			Action: func(c *cli.Context) error {
+				a, err := args(c, 1, 1, "PATH")
+				if err != nil {
+					return err
+				}
+				p := a[0]
+				return e.withVault(c, func(v *vault.Vault) error {
+					read := func(w io.Writer) (int64, error) {
+						if c.IsSet("version") {
+							return v.ReadVersion(c.Context, p, c.Int64("version"), w)
+						}
+						return v.ReadFile(c.Context, p, w)
+					}
+					if !e.json {
+						// Buffer so that an error does not leave half a file on stdout.
+						var buf bytes.Buffer
+						if _, err := read(&buf); err != nil {
+							return err
+						}
+						_, err := e.stdout.Write(buf.Bytes())
+						return err
+					}
+					var buf bytes.Buffer
+					n, err := read(&buf)
+					if err != nil {
+						return err
+					}
+					return e.emit(content{Path: p, Version: c.Int64("version"), Size: n, ContentBase64: base64.StdEncoding.EncodeToString(buf.Bytes())}, nil)
+				})
+			},
+		},
+		{
+			Name:      "write",
+			Usage:     "write stdin to a file of the vault (replacing or appending)",
+			UsageText: "avfs write PATH [--mode 0644] [--append] [-p]\n\nexample: echo hello | avfs write /notes.txt -p",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "mode", Usage: "permission bits of a new file, in octal (default 0644)"},
+				&cli.BoolFlag{Name: "append", Aliases: []string{"a"}, Usage: "append instead of replacing"},
+				&cli.BoolFlag{Name: "parents", Aliases: []string{"p"}, Usage: "create missing parent directories"},
+			},
+			Action: func(c *cli.Context) error {
+				a, err := args(c, 1, 1, "PATH")
+				if err != nil {
+					return err
+				}
+				opts := vault.WriteOptions{Append: c.Bool("append"), Parents: c.Bool("parents")}
+				if s := c.String("mode"); s != "" {
+					if opts.Mode, err = parseMode(s); err != nil {
+						return err
+					}
+				}
+				return e.withVault(c, func(v *vault.Vault) error {
+					en, err := v.WriteFile(c.Context, a[0], e.stdin, opts)
+					if err != nil {
+						return err
+					}
+					return e.emit(en, nil)
+				})
+			},
+		},
+		{
+			Name:      "mkdir",
+			Usage:     "make directories in the vault",
+			UsageText: "avfs mkdir [-p] [--mode 0755] PATH...\n\nexample: avfs mkdir -p /src/pkg /docs",
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "parents", Aliases: []string{"p"}, Usage: "make missing parents; no error when it exists"},
+				&cli.StringFlag{Name: "mode", Usage: "permission bits in octal (default 0755)"},
+			},
+			Action: func(c *cli.Context) error {
+				a, err := args(c, 1, -1, "PATH...")
+				if err != nil {
+					return err
+				}
+				var mode uint32
+				if s := c.String("mode"); s != "" {
+					if mode, err = parseMode(s); err != nil {
+						return err
+					}
+				}
+				return e.withVault(c, func(v *vault.Vault) error {
+					out := []vault.Entry{}
+					for _, p := range a {
+						en, err := v.Mkdir(c.Context, p, mode, c.Bool("parents"))
+						if err != nil {
+							return err
+						}
+						out = append(out, en)
+					}
+					return e.emit(map[string]any{"entries": out}, nil)
+				})
+			},
+		},
+		{
+			Name:                   "rm",
+			Usage:                  "remove files or directories from the vault",
+			UsageText:              "avfs rm [-r] [-f] PATH...\n\nexample: avfs rm -rf /build",
+			UseShortOptionHandling: true,
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "recursive", Aliases: []string{"r", "R"}, Usage: "remove directories and their contents"},
+				&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "no error when a path is missing"},
+			},
+			Action: func(c *cli.Context) error {
+				a, err := args(c, 1, -1, "PATH...")
+				if err != nil {
+					return err
+				}
+				return e.withVault(c, func(v *vault.Vault) error {
+					out := []removed{}
+					for _, p := range a {
+						n, err := v.Remove(c.Context, p, c.Bool("recursive"))
+						if err != nil && !(c.Bool("force") && wire.HasCode(err, wire.CodeNotFound)) {
+							return err
+						}
+						out = append(out, removed{Path: p, Removed: n})
+					}
+					return e.emit(map[string]any{"removed": out}, nil)
+				})
+			},
+		},
+		{
+			Name:      "cp",
+			Usage:     "copy a file or tree inside the vault (into DST when it is a directory)",
+			UsageText: "avfs cp [-r] SRC DST\n\nexample: avfs cp -r /src /backup",
+			Flags:     []cli.Flag{&cli.BoolFlag{Name: "recursive", Aliases: []string{"r", "R"}, Usage: "copy directories"}},
+			Action: func(c *cli.Context) error {
+				a, err := args(c, 2, 2, "SRC DST")
+				if err != nil {
+					return err
+				}
+				return e.withVault(c, func(v *vault.Vault) error {
+					n, err := v.Copy(c.Context, a[0], a[1], c.Bool("recursive"))
+					if err != nil {
+						return err
+					}
+					return e.emit(map[string]any{"src": a[0], "dst": a[1], "copied": n}, nil)
+				})
+			},
+		},
+		{
+			Name:      "mv",
+			Usage:     "move or rename inside the vault (into DST when it is a directory)",
+			UsageText: "avfs mv SRC DST\n\nexample: avfs mv /draft.txt /final.txt",
+			Action: func(c *cli.Context) error {
+				a, err := args(c, 2, 2, "SRC DST")
+				if err != nil {
+					return err
+				}
+				return e.withVault(c, func(v *vault.Vault) error {
+					en, err := v.Move(c.Context, a[0], a[1])
+					if err != nil {
+						return err
+					}
+					return e.emit(en, nil)
+				})
+			},
+		},
+		{
+			Name:      "ln",
+			Usage:     "make a symbolic link in the vault",
+			UsageText: "avfs ln -s TARGET PATH\n\nexample: avfs ln -s ../lib/util.go /src/util.go",
+			Flags:     []cli.Flag{&cli.BoolFlag{Name: "symbolic", Aliases: []string{"s"}, Usage: "make a symbolic link (required: hard links are not supported)"}},
+			Action: func(c *cli.Context) error {
+				a, err := args(c, 2, 2, "-s TARGET PATH")
+				if err != nil {
+					return err
+				}
+				if !c.Bool("symbolic") {
+					return usageError("ln: only symbolic links are supported; use ln -s TARGET PATH")
+				}
+				return e.withVault(c, func(v *vault.Vault) error {
+					en, err := v.Symlink(c.Context, a[0], a[1])
+					if err != nil {
+						return err
+					}
+					return e.emit(en, nil)
+				})
+			},
+		},
+		{
+			Name:      "chmod",
+			Usage:     "change the permission bits of a vault entry",
+			UsageText: "avfs chmod MODE PATH\n\nexample: avfs chmod 0755 /run.sh",
+			Action: func(c *cli.Context) error {
+				a, err := args(c, 2, 2, "MODE PATH")
+				if err != nil {
+					return err
+				}
+				mode, err := parseMode(a[0])
+				if err != nil {
+					return err
+				}
+				return e.withVault(c, func(v *vault.Vault) error {
+					en, err := v.Chmod(c.Context, a[1], mode)
+					if err != nil {
+						return err
+					}
+					return e.emit(en, nil)
+				})
+			},
+		},
+		{
+			Name:      "stat",
+			Usage:     "show the attributes of a vault entry (symlinks are not followed)",
+			UsageText: "avfs stat PATH\n\nexample: avfs stat /notes.txt --json",
+			Action: func(c *cli.Context) error {
+				a, err := args(c, 1, 1, "PATH")
+				if err != nil {
+					return err
+				}
+				return e.withVault(c, func(v *vault.Vault) error {
+					en, err := v.Stat(c.Context, a[0])
+					if err != nil {
+						return err
+					}
+					return e.emit(en, func(w io.Writer) error {
+						target := ""
+						if en.Kind == vault.KindSymlink {
+							target = " -> " + en.Target
+						}
+						_, err := fmt.Fprintf(w, "path:  %s%s\nkind:  %s\nmode:  %s (%04o)\nsize:  %d\nowner: %d:%d\nlinks: %d\ninode: %d\nmtime: %s\nctime: %s\n",
+							en.Path, target, en.Kind, modeString(en.Kind, en.Mode), en.Mode, en.Size, en.UID, en.GID, en.Nlink, en.Ino,
+							en.Mtime.Local().Format(timeFmt), en.Ctime.Local().Format(timeFmt))
+						return err
+					})
+				})
+			},
+		},
+		{
+			Name:      "import",
+			Usage:     "copy a host file or tree into the vault (modes, symlinks and mtimes kept)",
+			UsageText: "avfs import HOST_PATH VAULT_PATH\n\nexample: avfs import ./project /project",
+			Action: func(c *cli.Context) error {
+				a, err := args(c, 2, 2, "HOST_PATH VAULT_PATH")
+				if err != nil {
+					return err
+				}
+				return e.withVault(c, func(v *vault.Vault) error {
+					res, err := v.Import(c.Context, a[0], a[1])
+					if err != nil {
+						return err
+					}
+					return e.emit(transfer{Host: a[0], Path: a[1], TransferResult: res}, func(w io.Writer) error {
+						_, err := fmt.Fprintf(w, "imported %d files, %d directories, %d symlinks (%s)\n", res.Files, res.Dirs, res.Symlinks, humanSize(res.Bytes))
+						return err
+					})
+				})
+			},
+		},
+		{
+			Name:      "export",
+			Usage:     "copy a vault file or tree to the host (refuses to overwrite unless --force)",
+			UsageText: "avfs export VAULT_PATH HOST_PATH [--force]\n\nexample: avfs export /project ./out --force",
+			Flags:     []cli.Flag{&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "replace existing host files and merge directories"}},
+			Action: func(c *cli.Context) error {
+				a, err := args(c, 2, 2, "VAULT_PATH HOST_PATH")
+				if err != nil {
+					return err
+				}
+				return e.withVault(c, func(v *vault.Vault) error {
+					res, err := v.Export(c.Context, a[0], a[1], c.Bool("force"))
+					if err != nil {
+						return err
+					}
+					return e.emit(transfer{Host: a[1], Path: a[0], TransferResult: res}, func(w io.Writer) error {
+						_, err := fmt.Fprintf(w, "exported %d files, %d directories, %d symlinks (%s)\n", res.Files, res.Dirs, res.Symlinks, humanSize(res.Bytes))
+						return err
+					})
+				})
+			},
+		},
+	}
+}
+
+// longLine is one line of ls -l: mode, size, mtime, name [-> target].
+func longLine(en vault.Entry) string {
+	name := en.Name
+	if en.Kind == vault.KindSymlink {
+		name += " -> " + en.Target
+	}
+	return fmt.Sprintf("%s\t%d\t%s\t%s", modeString(en.Kind, en.Mode), en.Size, en.Mtime.Local().Format(timeFmt), name)
+}

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"avfs/vault"
+	"avfs/wire"
+)
+
+// vaultList is the JSON document of `avfs vault list`.
+type vaultList struct {
+	Current string       `json:"current"`
+	Vaults  []vault.Info `json:"vaults"`
+}
+
+// gcResult is the JSON document of `avfs gc`.
+type gcResult struct {
+	Vault string `json:"vault"`
+	vault.GCResult
+}
+
+// checkResult is the JSON document of a passing `avfs vault check`.
+type checkResult struct {
+	Vault string `json:"vault"`
+	vault.CheckReport
+}
+
+func vaultCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "vault",
+		Usage:     "create, list, select, fork, check and delete vaults",
+		UsageText: "avfs vault COMMAND [options]\n\nexample: avfs vault create work --use",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "create",
+				Usage:     "create a new empty vault",
+				UsageText: "avfs vault create NAME [--use]\n\nexample: avfs vault create work --use",
+				Flags:     []cli.Flag{&cli.BoolFlag{Name: "use", Usage: "make it the current vault"}},
+				Action: func(c *cli.Context) error {
+					a, err := args(c, 1, 1, "NAME")
+					if err != nil {
+						return err
+					}
+					s := e.store()
+					v, err := s.Create(c.Context, a[0])
+					if err != nil {
+						return err
+					}
+					info, err := v.Info(c.Context)
+					v.Close()
+					if err != nil {
+						return err
+					}
+					if c.Bool("use") {
+						if err := s.Use(c.Context, a[0]); err != nil {
+							return err
+						}
+					}
+					return e.emit(info, func(w io.Writer) error {
+						_, err := fmt.Fprintf(w, "created vault %s (%s)\n", info.Name, info.Path)
+						return err
+					})
+				},
+			},
+			{
+				Name:      "list",
+				Aliases:   []string{"ls"},
+				Usage:     "list the vaults",
+				UsageText: "avfs vault list\n\nexample: avfs vault list --json",
+				Action: func(c *cli.Context) error {
+					if _, err := args(c, 0, 0, ""); err != nil {
+						return err
+					}
+					s := e.store()
+					names, err := s.Names()
+					if err != nil {
+						return err
+					}
+					out := vaultList{Current: s.Current(), Vaults: []vault.Info{}}
+					for _, n := range names {
+						v, err := s.Open(c.Context, n)
+						if err != nil {
+							return err
+						}
+						info, err := v.Info(c.Context)
+						v.Close()
+						if err != nil {
+							return err
+						}
+						out.Vaults = append(out.Vaults, info)
+					}
+					return e.emit(out, func(w io.Writer) error {
+						rows := make([]string, 0, len(out.Vaults))
+						for _, i := range out.Vaults {
+							parent, cur := "-", ""
+							if i.Parent != nil {
+								parent = i.Parent.Name
+							}
+							if i.Name == out.Current {
+								cur = "*"
+							}
+							rows = append(rows, fmt.Sprintf("%s\t%d\t%s\t%s\t%s", i.Name, i.Files, humanSize(i.Bytes), parent, cur))
+						}
+						return table(w, "NAME\tFILES\tSIZE\tPARENT\tCURRENT", rows)
+					})
+				},
+			},
+			{
+				Name:      "use",
+				Usage:     "make a vault the current one",
+				UsageText: "avfs vault use NAME\n\nexample: avfs vault use work",
+				Action: func(c *cli.Context) error {
+					a, err := args(c, 1, 1, "NAME")
+					if err != nil {
+						return err
+					}
+					if err := e.store().Use(c.Context, a[0]); err != nil {
+						return err
+					}
+					return e.emit(map[string]string{"current": a[0]}, func(w io.Writer) error {
+						_, err := fmt.Fprintf(w, "current vault: %s\n", a[0])
+						return err
+					})
+				},
+			},
+			{
+				Name:      "info",
+				Usage:     "describe a vault (default: the selected one)",
+				UsageText: "avfs vault info [NAME]\n\nexample: avfs vault info work",
+				Action: func(c *cli.Context) error {
+					a, err := args(c, 0, 1, "[NAME]")
+					if err != nil {
+						return err
+					}
+					name := e.vaultName()
+					if len(a) == 1 {
+						name = a[0]
+					}
+					return e.withNamed(c, name, func(v *vault.Vault) error {
+						info, err := v.Info(c.Context)
+						if err != nil {
+							return err
+						}
+						return e.emit(info, func(w io.Writer) error { return printInfo(w, info) })
+					})
+				},
+			},
+			{
+				Name:      "delete",
+				Aliases:   []string{"rm"},
+				Usage:     "delete a vault (refused while it has forks unless --force)",
+				UsageText: "avfs vault delete NAME [--force]\n\nexample: avfs vault delete scratch --force",
+				Flags:     []cli.Flag{&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "detach its forks first"}},
+				Action: func(c *cli.Context) error {
+					a, err := args(c, 1, 1, "NAME")
+					if err != nil {
+						return err
+					}
+					if err := e.store().Delete(c.Context, a[0], c.Bool("force")); err != nil {
+						return err
+					}
+					return e.emit(map[string]string{"deleted": a[0]}, func(w io.Writer) error {
+						_, err := fmt.Fprintf(w, "deleted vault %s\n", a[0])
+						return err
+					})
+				},
+			},
+			{
+				Name:      "fork",
+				Usage:     "make a new vault that starts as a copy of another (copy on write)",
+				UsageText: "avfs vault fork SRC NAME\n\nexample: avfs vault fork work experiment",
+				Action: func(c *cli.Context) error {
+					a, err := args(c, 2, 2, "SRC NAME")
+					if err != nil {
+						return err
+					}
+					v, err := e.store().Fork(c.Context, a[0], a[1])
+					if err != nil {
+						return err
+					}
+					defer v.Close()
+					info, err := v.Info(c.Context)
+					if err != nil {
+						return err
+					}
+					return e.emit(info, func(w io.Writer) error {
+						_, err := fmt.Fprintf(w, "forked %s from %s\n", a[1], a[0])
+						return err
+					})
+				},
+			},
+			{
+				Name:      "detach",
+				Usage:     "make a fork stand alone, copying the data it borrows from its parent",
+				UsageText: "avfs vault detach NAME\n\nexample: avfs vault detach experiment",
+				Action: func(c *cli.Context) error {
+					a, err := args(c, 1, 1, "NAME")
+					if err != nil {
+						return err
+					}
+					s := e.store()
+					if err := s.Detach(c.Context, a[0]); err != nil {
+						return err
+					}
+					return e.withNamed(c, a[0], func(v *vault.Vault) error {
+						info, err := v.Info(c.Context)
+						if err != nil {
+							return err
+						}
+						return e.emit(info, func(w io.Writer) error {
+							_, err := fmt.Fprintf(w, "detached %s\n", a[0])
+							return err
+						})
+					})
+				},
+			},
+			{
+				Name:      "check",
+				Usage:     "verify a vault's integrity (exit 1 with integrity_failed when not OK)",
+				UsageText: "avfs vault check [NAME]\n\nexample: avfs vault check work --json",
+				Action: func(c *cli.Context) error {
+					a, err := args(c, 0, 1, "[NAME]")
+					if err != nil {
+						return err
+					}
+					name := e.vaultName()
+					if len(a) == 1 {
+						name = a[0]
+					}
+					return e.withNamed(c, name, func(v *vault.Vault) error { return runCheck(c, e, name, v) })
+				},
+			},
+			gcCommand(e),
+		},
+	}
+}
+
+func runCheck(c *cli.Context, e *env, name string, v *vault.Vault) error {
+	rep, err := v.Check(c.Context)
+	if err != nil {
+		return err
+	}
+	if rep.OK {
+		return e.emit(checkResult{Vault: name, CheckReport: rep}, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "vault %s: ok (%d inodes, %d chunks)\n", name, rep.Inodes, rep.Chunks)
+			return err
+		})
+	}
+	if !e.json {
+		for _, p := range rep.Problems {
+			ref := ""
+			if p.Ref != nil {
+				ref = fmt.Sprintf(" [%v]", p.Ref)
+			}
+			fmt.Fprintf(e.stdout, "%s: %s%s\n", p.Check, p.Message, ref)
+		}
+	}
+	we := wire.Errorf(wire.CodeIntegrity, "vault %s: check found %d problem(s)", name, len(rep.Problems))
+	return we.With("vault", name).With("ok", false).With("inodes", rep.Inodes).With("chunks", rep.Chunks).With("problems", rep.Problems)
+}
+
+func gcCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "gc",
+		Usage:     "remove data no checkpoint, version or fork needs and compact the vault",
+		UsageText: "avfs gc [--vault NAME]\n\nexample: avfs gc --vault work",
+		Action: func(c *cli.Context) error {
+			if _, err := args(c, 0, 0, ""); err != nil {
+				return err
+			}
+			name := e.vaultName()
+			return e.withNamed(c, name, func(v *vault.Vault) error {
+				res, err := v.GC(c.Context)
+				if err != nil {
+					return err
+				}
+				return e.emit(gcResult{Vault: name, GCResult: res}, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "removed %d rows and %d chunks (%s); file %s -> %s\n",
+						res.Rows, res.Chunks, humanSize(res.BytesFreed), humanSize(res.FileBefore), humanSize(res.FileAfter))
+					return err
+				})
+			})
+		},
+	}
+}
+
+func printInfo(w io.Writer, i vault.Info) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name:        %s\n", i.Name)
+	fmt.Fprintf(&b, "uuid:        %s\n", i.UUID)
+	fmt.Fprintf(&b, "path:        %s\n", i.Path)
+	fmt.Fprintf(&b, "created:     %s\n", i.CreatedAt.Local().Format(timeFmt))
+	fmt.Fprintf(&b, "files:       %d\n", i.Files)
+	fmt.Fprintf(&b, "size:        %s\n", humanSize(i.Bytes))
+	fmt.Fprintf(&b, "file size:   %s\n", humanSize(i.FileSize))
+	fmt.Fprintf(&b, "generation:  %d\n", i.Generation)
+	fmt.Fprintf(&b, "checkpoints: %d\n", i.Checkpoints)
+	fmt.Fprintf(&b, "quota:       %s\n", quotaString(i.Quota))
+	if i.Parent != nil {
+		fmt.Fprintf(&b, "parent:      %s at generation %d (forked %s)\n", i.Parent.Name, i.Parent.Generation, i.Parent.ForkedAt.Local().Format(timeFmt))
+	} else {
+		fmt.Fprintf(&b, "parent:      -\n")
+	}
+	if len(i.Forks) == 0 {
+		fmt.Fprintf(&b, "forks:       -\n")
+	} else {
+		names := make([]string, len(i.Forks))
+		for k, f := range i.Forks {
+			names[k] = f.Name
+		}
+		fmt.Fprintf(&b, "forks:       %s\n", strings.Join(names, ", "))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
