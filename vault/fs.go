@@ -310,12 +310,14 @@ func (v *Vault) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (A
 	return a, err
 }
 
-// Persist commits a file's changed chunks in one transaction: chunks maps a
-// chunk index to that chunk's whole new content (at most ChunkSize bytes;
-// bytes past size are ignored), and size is the file's new size. Chunks
-// not named keep their content; chunks past size are dropped. mtime, when
-// non-zero, is the file's new modification time.
-func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, chunks map[int64][]byte, mtime time.Time) (Attr, error) {
+// Persist commits a file's changed chunks in one transaction. indexes names
+// the chunks that changed and chunk(i) returns chunk i's whole new content
+// (at most ChunkSize bytes; bytes past size are ignored); it is called once
+// per index inside the transaction, so the caller need not hold every chunk
+// in memory. Chunks not named keep their content; chunks past size are
+// dropped. size is the file's new size; mtime, when non-zero, its new
+// modification time.
+func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) (Attr, error) {
 	var a Attr
 	err := v.update(ctx, "write", func(t *txn) error {
 		in, err := getInode(ctx, t.tx, int64(ino))
@@ -342,9 +344,13 @@ func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, chunks map[
 		} else {
 			m = append([]byte(nil), m...)
 		}
-		for i, data := range chunks {
+		for _, i := range indexes {
 			if i < 0 || i >= n {
 				continue
+			}
+			data, err := chunk(i)
+			if err != nil {
+				return err
 			}
 			if span := size - i*ChunkSize; int64(len(data)) > span {
 				data = data[:span]
@@ -370,7 +376,7 @@ func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, chunks map[
 			return err
 		}
 		path, _ := pathOf(ctx, t.tx, in.ino)
-		t.audit("write", path, map[string]any{"size": size, "chunks_written": len(chunks)})
+		t.audit("write", path, map[string]any{"size": size, "chunks_written": len(indexes)})
 		a = in.attr()
 		return nil
 	})
