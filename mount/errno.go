@@ -1,0 +1,48 @@
+package mount
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+
+	"avfs/wire"
+)
+
+// errno maps a vault error to the errno a process sees.
+func errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return en
+	}
+	switch wire.CodeOf(err) {
+	case wire.CodeNotFound, wire.CodeVersionNotFound:
+		return syscall.ENOENT
+	case wire.CodeAlreadyExists:
+		return syscall.EEXIST
+	case wire.CodeNotDir:
+		return syscall.ENOTDIR
+	case wire.CodeIsDir:
+		return syscall.EISDIR
+	case wire.CodeNotEmpty:
+		return syscall.ENOTEMPTY
+	case wire.CodeQuotaExceeded:
+		return syscall.EDQUOT
+	case wire.CodeVaultBusy:
+		return syscall.EBUSY
+	case wire.CodeInvalidPath:
+		if strings.Contains(err.Error(), "too long") {
+			return syscall.ENAMETOOLONG
+		}
+		return syscall.EINVAL
+	case wire.CodeInvalidInput:
+		return syscall.EINVAL
+	}
+	if errors.Is(err, context.Canceled) {
+		return syscall.EINTR
+	}
+	return syscall.EIO
+}

@@ -1,0 +1,500 @@
+package mount
+
+import (
+	"context"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"avfs/vault"
+)
+
+const chunkSize = vault.ChunkSize
+
+// memLimit is how many bytes of unflushed chunks one open file keeps in
+// memory before spilling them to a temporary file.
+var memLimit int64 = 32 << 20
+
+// fileState is where an open file is in its life.
+type fileState int
+
+// The states of an open file: Open (nothing written), Dirty (unflushed
+// writes), Persisting (a flush is committing), Flushed (everything
+// written is in the vault). A write while Persisting makes it Dirty again;
+// the next flush commits it.
+const (
+	stateOpen fileState = iota
+	stateDirty
+	statePersisting
+	stateFlushed
+)
+
+func (s fileState) String() string {
+	return [...]string{"open", "dirty", "persisting", "flushed"}[s]
+}
+
+// chunkBuf is the new content of one chunk, in memory or in the spill file.
+type chunkBuf struct {
+	data   []byte // nil when spilled
+	slot   int64  // spill file slot when data is nil
+	length int    // bytes of the chunk that are valid
+	seq    uint64 // write sequence of the last change
+}
+
+// openFile is the state shared by the open handles of one regular file.
+type openFile struct {
+	n *node
+
+	mu       sync.Mutex
+	refs     int
+	state    fileState
+	size     int64 // with unflushed writes
+	baseSize int64 // in the vault
+	dirty    map[int64]*chunkBuf
+	seq      uint64
+	mtime    time.Time
+	detached *vault.Content // set when the file lost its last name while open
+	attr     vault.Attr     // last attributes seen in the vault, for fstat after unlink
+	lastErr  error
+
+	spill     *os.File
+	nextSlot  int64
+	freeSlots []int64
+	memBytes  int64
+}
+
+func newOpenFile(n *node, a vault.Attr) *openFile {
+	return &openFile{n: n, size: a.Size, baseSize: a.Size, attr: a, dirty: map[int64]*chunkBuf{}}
+}
+
+// lastAttr returns the attributes of a file that has no name left.
+func (of *openFile) lastAttr() vault.Attr {
+	of.mu.Lock()
+	defer of.mu.Unlock()
+	a := of.attr
+	a.Nlink = 0
+	return a
+}
+
+// overlay puts the size of unflushed writes into attributes.
+func (of *openFile) overlay(out *fuse.Attr) {
+	of.mu.Lock()
+	defer of.mu.Unlock()
+	if of.size != of.baseSize || len(of.dirty) > 0 {
+		out.Size = uint64(of.size)
+		out.Blocks = (out.Size + 511) / 512
+		if !of.mtime.IsZero() {
+			out.SetTimes(nil, &of.mtime, &of.mtime)
+		}
+	}
+}
+
+// readBase reads the vault's content (or the detached snapshot) at off into p.
+func (of *openFile) readBase(ctx context.Context, p []byte, off int64) error {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	limit := of.baseSize - off
+	if limit <= 0 {
+		clear(p)
+		return nil
+	}
+	q := p
+	if int64(len(q)) > limit {
+		q = q[:limit]
+	}
+	var n int
+	var err error
+	if of.detached != nil {
+		n, err = of.detached.ReadAt(ctx, q, off)
+	} else {
+		n, err = of.n.fsys.store.ReadAt(ctx, of.n.ino, q, off)
+	}
+	if err != nil && err != io.EOF {
+		return err
+	}
+	clear(p[n:])
+	return nil
+}
+
+// chunkData returns the current content of dirty chunk cb (a copy when spilled).
+func (of *openFile) chunkData(cb *chunkBuf) ([]byte, error) {
+	if cb.data != nil {
+		return cb.data, nil
+	}
+	buf := make([]byte, chunkSize)
+	if _, err := of.spill.ReadAt(buf, cb.slot*chunkSize); err != nil && err != io.EOF {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// store keeps cb's new content, spilling it when memory is over the limit.
+func (of *openFile) keep(cb *chunkBuf, data []byte) error {
+	if cb.data != nil {
+		return nil // updated in place
+	}
+	if of.memBytes+chunkSize <= memLimit {
+		cb.data = data
+		of.memBytes += chunkSize
+		return nil
+	}
+	if of.spill == nil {
+		f, err := os.CreateTemp(of.n.fsys.spillDir, "avfs-spill-")
+		if err != nil {
+			return err
+		}
+		os.Remove(f.Name())
+		of.spill = f
+	}
+	if cb.slot < 0 {
+		if k := len(of.freeSlots); k > 0 {
+			cb.slot, of.freeSlots = of.freeSlots[k-1], of.freeSlots[:k-1]
+		} else {
+			cb.slot = of.nextSlot
+			of.nextSlot++
+		}
+	}
+	_, err := of.spill.WriteAt(data, cb.slot*chunkSize)
+	return err
+}
+
+func (of *openFile) drop(i int64) {
+	cb := of.dirty[i]
+	if cb == nil {
+		return
+	}
+	if cb.data != nil {
+		of.memBytes -= chunkSize
+	} else if cb.slot >= 0 {
+		of.freeSlots = append(of.freeSlots, cb.slot)
+	}
+	delete(of.dirty, i)
+}
+
+func (of *openFile) write(ctx context.Context, p []byte, off int64) (uint32, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	of.mu.Lock()
+	defer of.mu.Unlock()
+	end := off + int64(len(p))
+	for pos := off; pos < end; {
+		i := pos / chunkSize
+		cs := i * chunkSize
+		ce := min(cs+chunkSize, end)
+		cb := of.dirty[i]
+		var data []byte
+		if cb == nil {
+			cb = &chunkBuf{slot: -1}
+			data = make([]byte, chunkSize)
+			if err := of.readBase(ctx, data[:min(chunkSize, max(0, of.size-cs))], cs); err != nil {
+				return uint32(pos - off), errno(err)
+			}
+			cb.length = int(min(chunkSize, max(0, of.size-cs)))
+		} else {
+			var err error
+			if data, err = of.chunkData(cb); err != nil {
+				return uint32(pos - off), syscall.EIO
+			}
+		}
+		copy(data[pos-cs:], p[pos-off:ce-off])
+		cb.length = max(cb.length, int(ce-cs))
+		of.seq++
+		cb.seq = of.seq
+		if err := of.keep(cb, data); err != nil {
+			return uint32(pos - off), syscall.EIO
+		}
+		of.dirty[i] = cb
+		pos = ce
+	}
+	of.size = max(of.size, end)
+	of.mtime = time.Now()
+	of.state = stateDirty
+	return uint32(len(p)), 0
+}
+
+func (of *openFile) read(ctx context.Context, dest []byte, off int64) (int, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	of.mu.Lock()
+	defer of.mu.Unlock()
+	if off >= of.size {
+		return 0, 0
+	}
+	end := min(off+int64(len(dest)), of.size)
+	for pos := off; pos < end; {
+		i := pos / chunkSize
+		cs := i * chunkSize
+		ce := min(cs+chunkSize, end)
+		dst := dest[pos-off : ce-off]
+		if cb := of.dirty[i]; cb != nil {
+			data, err := of.chunkData(cb)
+			if err != nil {
+				return 0, syscall.EIO
+			}
+			from := int(pos - cs)
+			if from < cb.length {
+				k := copy(dst, data[from:cb.length])
+				clear(dst[k:])
+			} else {
+				clear(dst)
+			}
+		} else if err := of.readBase(ctx, dst, pos); err != nil {
+			return 0, errno(err)
+		}
+		pos = ce
+	}
+	return int(end - off), 0
+}
+
+// flush commits the unflushed writes in one vault transaction. On failure
+// the data stays buffered and the error is returned; the next flush retries.
+func (of *openFile) flush(ctx context.Context) syscall.Errno {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	of.mu.Lock()
+	if of.detached != nil || (len(of.dirty) == 0 && of.size == of.baseSize) {
+		if of.state != stateOpen {
+			of.state = stateFlushed
+		}
+		of.mu.Unlock()
+		return 0
+	}
+	size, mtime := of.size, of.mtime
+	seqs := make(map[int64]uint64, len(of.dirty))
+	idx := make([]int64, 0, len(of.dirty))
+	for i, cb := range of.dirty {
+		seqs[i] = cb.seq
+		idx = append(idx, i)
+	}
+	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
+	of.state = statePersisting
+	of.mu.Unlock()
+
+	get := func(i int64) ([]byte, error) {
+		of.mu.Lock()
+		defer of.mu.Unlock()
+		cb := of.dirty[i]
+		if cb == nil {
+			// Truncated away meanwhile: the old content is what was there.
+			buf := make([]byte, chunkSize)
+			return buf[:0], nil
+		}
+		data, err := of.chunkData(cb)
+		if err != nil {
+			return nil, err
+		}
+		return append([]byte(nil), data[:cb.length]...), nil
+	}
+	a, err := of.n.fsys.store.Persist(ctx, of.n.ino, size, idx, get, mtime)
+
+	of.mu.Lock()
+	defer of.mu.Unlock()
+	if err != nil {
+		of.state = stateDirty
+		of.lastErr = err
+		return errno(err)
+	}
+	for _, i := range idx {
+		if cb := of.dirty[i]; cb != nil && cb.seq == seqs[i] {
+			of.drop(i)
+		}
+	}
+	of.baseSize = size
+	of.attr = a
+	of.lastErr = nil
+	if len(of.dirty) == 0 && of.size == of.baseSize {
+		of.state = stateFlushed
+		of.mtime = time.Time{}
+	} else {
+		of.state = stateDirty
+	}
+	of.n.remember(a)
+	return 0
+}
+
+// setSize follows a truncate that went to the vault directly.
+func (of *openFile) setSize(size int64) {
+	of.mu.Lock()
+	defer of.mu.Unlock()
+	last := (size + chunkSize - 1) / chunkSize
+	for i, cb := range of.dirty {
+		switch {
+		case i >= last:
+			of.drop(i)
+		case i == last-1 && cb.length > int(size-i*chunkSize):
+			cb.length = int(size - i*chunkSize)
+			if data, err := of.chunkData(cb); err == nil {
+				clear(data[cb.length:])
+				_ = of.keep(cb, data)
+			}
+		}
+	}
+	of.size, of.baseSize = size, size
+}
+
+// detach keeps the file's content readable after its last name is removed.
+func (of *openFile) detach(ctx context.Context, a vault.Attr) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	c, err := of.n.fsys.store.Content(ctx, of.n.ino)
+	if err != nil {
+		return
+	}
+	of.mu.Lock()
+	of.detached = c
+	of.attr = a
+	of.baseSize = min(of.baseSize, c.Size())
+	of.mu.Unlock()
+}
+
+// close releases the spill file.
+func (of *openFile) close() {
+	if of.spill != nil {
+		of.spill.Close()
+		of.spill = nil
+	}
+}
+
+// handle is one open file description of a regular file.
+type handle struct {
+	of       *openFile
+	writable bool
+}
+
+var (
+	_ fs.FileReader    = (*handle)(nil)
+	_ fs.FileWriter    = (*handle)(nil)
+	_ fs.FileFlusher   = (*handle)(nil)
+	_ fs.FileFsyncer   = (*handle)(nil)
+	_ fs.FileReleaser  = (*handle)(nil)
+	_ fs.FileAllocater = (*handle)(nil)
+)
+
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	a, err := n.fsys.store.GetAttr(ctx, n.ino)
+	if err != nil {
+		return nil, 0, errno(err)
+	}
+	if a.Kind != vault.KindFile {
+		return nil, 0, syscall.EISDIR
+	}
+	h, en := n.openHandle(ctx, flags, a)
+	if en != 0 {
+		return nil, 0, en
+	}
+	var fuseFlags uint32
+	n.mu.Lock()
+	tok := cacheToken{size: a.Size, mtime: a.Mtime.UnixNano()}
+	if n.token == tok {
+		fuseFlags |= fuse.FOPEN_KEEP_CACHE // unchanged since the kernel cached it
+	}
+	n.token = tok
+	n.mu.Unlock()
+	return h, fuseFlags, 0
+}
+
+// openHandle opens a handle on the shared open-file state.
+func (n *node) openHandle(ctx context.Context, flags uint32, a vault.Attr) (*handle, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	acc := flags & syscall.O_ACCMODE
+	writable := acc == syscall.O_WRONLY || acc == syscall.O_RDWR
+	if writable && n.fsys.readonly {
+		return nil, syscall.EROFS
+	}
+	n.mu.Lock()
+	if n.open == nil {
+		n.open = newOpenFile(n, a)
+	}
+	of := n.open
+	of.mu.Lock()
+	of.refs++
+	of.mu.Unlock()
+	n.mu.Unlock()
+	h := &handle{of: of, writable: writable}
+	if writable && flags&syscall.O_TRUNC != 0 && (a.Size != 0 || of.size != 0) {
+		if en := of.flush(ctx); en != 0 {
+			h.Release(ctx)
+			return nil, en
+		}
+		zero := int64(0)
+		got, err := n.fsys.store.SetAttr(ctx, n.ino, vault.SetAttr{Size: &zero})
+		if err != nil {
+			h.Release(ctx)
+			return nil, errno(err)
+		}
+		of.setSize(0)
+		n.remember(got)
+	}
+	return h, 0
+}
+
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	n, en := h.of.read(ctx, dest, off)
+	if en != 0 {
+		return nil, en
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if !h.writable {
+		return 0, syscall.EBADF
+	}
+	// Refuse early what can never fit, so that the writer sees EDQUOT at write().
+	u, err := h.of.n.fsys.store.Usage(ctx)
+	if err == nil && u.Quota.MaxFileSizeMB > 0 && off+int64(len(data)) > u.Quota.MaxFileSizeMB<<20 {
+		return 0, syscall.EDQUOT
+	}
+	return h.of.write(ctx, data, off)
+}
+
+func (h *handle) Flush(ctx context.Context) syscall.Errno { return h.of.flush(ctx) }
+
+func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno { return h.of.flush(ctx) }
+
+func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	const keepSize = 0x1             // FALLOC_FL_KEEP_SIZE: space is not reserved in a vault, so nothing to do
+	if mode == keepSize {
+		return 0
+	}
+	if mode != 0 {
+		return syscall.EOPNOTSUPP
+	}
+	end := int64(off + size)
+	of := h.of
+	of.mu.Lock()
+	grow := end > of.size
+	if grow {
+		of.size = end
+		of.state = stateDirty
+	}
+	of.mu.Unlock()
+	if grow {
+		return of.flush(ctx)
+	}
+	return 0
+}
+
+func (h *handle) Release(ctx context.Context) syscall.Errno {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	of := h.of
+	n := of.n
+	// Writes that arrive after the last flush (mmap writeback) are committed here.
+	en := of.flush(ctx)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	of.mu.Lock()
+	of.refs--
+	idle := of.refs == 0 && len(of.dirty) == 0 && of.size == of.baseSize
+	of.mu.Unlock()
+	if idle && n.open == of {
+		of.close()
+		n.open = nil
+	}
+	return en
+}

@@ -1,0 +1,451 @@
+package mount
+
+import (
+	"context"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"avfs/vault"
+)
+
+// fsys is what every node of one mount shares.
+type fsys struct {
+	store    Store
+	readonly bool
+	spillDir string
+	uid, gid uint32 // owner of files created by a process whose ids are unknown
+}
+
+// node is one inode of the mount.
+type node struct {
+	fs.Inode
+	fsys *fsys
+	ino  uint64
+
+	mu    sync.Mutex
+	open  *openFile // shared by the open handles of a regular file
+	token cacheToken
+}
+
+// cacheToken identifies content the kernel may still have cached.
+type cacheToken struct {
+	size  int64
+	mtime int64
+}
+
+var (
+	_ fs.NodeLookuper       = (*node)(nil)
+	_ fs.NodeGetattrer      = (*node)(nil)
+	_ fs.NodeSetattrer      = (*node)(nil)
+	_ fs.NodeOpendirHandler = (*node)(nil)
+	_ fs.NodeMkdirer        = (*node)(nil)
+	_ fs.NodeMknoder        = (*node)(nil)
+	_ fs.NodeCreater        = (*node)(nil)
+	_ fs.NodeUnlinker       = (*node)(nil)
+	_ fs.NodeRmdirer        = (*node)(nil)
+	_ fs.NodeRenamer        = (*node)(nil)
+	_ fs.NodeSymlinker      = (*node)(nil)
+	_ fs.NodeReadlinker     = (*node)(nil)
+	_ fs.NodeLinker         = (*node)(nil)
+	_ fs.NodeOpener         = (*node)(nil)
+	_ fs.NodeStatfser       = (*node)(nil)
+	_ fs.NodeGetxattrer     = (*node)(nil)
+	_ fs.NodeSetxattrer     = (*node)(nil)
+	_ fs.NodeRemovexattrer  = (*node)(nil)
+	_ fs.NodeListxattrer    = (*node)(nil)
+	_ fs.NodeFsyncer        = (*node)(nil)
+	_ fs.NodeAccesser       = (*node)(nil)
+)
+
+func kindMode(k vault.Kind) uint32 {
+	switch k {
+	case vault.KindDir:
+		return syscall.S_IFDIR
+	case vault.KindSymlink:
+		return syscall.S_IFLNK
+	}
+	return syscall.S_IFREG
+}
+
+// fillAttr converts vault attributes to FUSE attributes.
+func fillAttr(a vault.Attr, out *fuse.Attr) {
+	out.Ino = a.Ino
+	out.Size = uint64(a.Size)
+	out.Blocks = (uint64(a.Size) + 511) / 512
+	out.Blksize = 4096
+	out.Mode = kindMode(a.Kind) | a.Mode
+	out.Nlink = a.Nlink
+	out.Owner = fuse.Owner{Uid: a.UID, Gid: a.GID}
+	out.SetTimes(&a.Atime, &a.Mtime, &a.Ctime)
+}
+
+// child returns the go-fuse inode for a, creating the node when new.
+func (n *node) child(ctx context.Context, a vault.Attr, out *fuse.EntryOut) *fs.Inode {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	fillAttr(a, &out.Attr)
+	ch := n.NewInode(ctx, &node{fsys: n.fsys, ino: a.Ino}, fs.StableAttr{Mode: kindMode(a.Kind), Ino: a.Ino})
+	if cn, ok := ch.Operations().(*node); ok {
+		cn.overlayOpen(&out.Attr)
+	}
+	return ch
+}
+
+// overlayOpen puts the size of unflushed writes into attributes.
+func (n *node) overlayOpen(out *fuse.Attr) {
+	n.mu.Lock()
+	of := n.open
+	n.mu.Unlock()
+	if of != nil {
+		of.overlay(out)
+	}
+}
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	a, err := n.fsys.store.Lookup(ctx, n.ino, name)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, a, out), 0
+}
+
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	a, err := n.fsys.store.GetAttr(ctx, n.ino)
+	if err != nil {
+		n.mu.Lock()
+		of := n.open
+		n.mu.Unlock()
+		if of == nil || errno(err) != syscall.ENOENT {
+			return errno(err)
+		}
+		a = of.lastAttr() // open, but its last name is gone
+	}
+	fillAttr(a, &out.Attr)
+	n.overlayOpen(&out.Attr)
+	return 0
+}
+
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if n.fsys.readonly {
+		return syscall.EROFS
+	}
+	var s vault.SetAttr
+	if m, ok := in.GetMode(); ok {
+		m &= 0o7777
+		s.Mode = &m
+	}
+	if uid, ok := in.GetUID(); ok {
+		s.UID = &uid
+	}
+	if gid, ok := in.GetGID(); ok {
+		s.GID = &gid
+	}
+	if sz, ok := in.GetSize(); ok {
+		size := int64(sz)
+		s.Size = &size
+	}
+	now := time.Now()
+	if at, ok := in.GetATime(); ok {
+		s.Atime = &at
+	} else if in.Valid&fuse.FATTR_ATIME_NOW != 0 {
+		s.Atime = &now
+	}
+	if mt, ok := in.GetMTime(); ok {
+		s.Mtime = &mt
+	} else if in.Valid&fuse.FATTR_MTIME_NOW != 0 {
+		s.Mtime = &now
+	}
+	// Unflushed writes go first, so that a truncate or a time applies after them.
+	n.mu.Lock()
+	of := n.open
+	n.mu.Unlock()
+	if of != nil {
+		if err := of.flush(ctx); err != 0 {
+			return err
+		}
+	}
+	a, err := n.fsys.store.SetAttr(ctx, n.ino, s)
+	if err != nil {
+		return errno(err)
+	}
+	if of != nil && s.Size != nil {
+		of.setSize(a.Size)
+	}
+	n.remember(a)
+	fillAttr(a, &out.Attr)
+	return 0
+}
+
+// remember records the attributes of content the kernel now caches.
+func (n *node) remember(a vault.Attr) {
+	n.mu.Lock()
+	n.token = cacheToken{size: a.Size, mtime: a.Mtime.UnixNano()}
+	n.mu.Unlock()
+}
+
+func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	// Permissions are checked by the kernel (default_permissions).
+	return 0
+}
+
+func (n *node) create(ctx context.Context, name string, spec vault.NodeSpec, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if n.fsys.readonly {
+		return nil, syscall.EROFS
+	}
+	if caller, ok := fuse.FromContext(ctx); ok {
+		spec.UID, spec.GID = caller.Uid, caller.Gid
+	} else {
+		spec.UID, spec.GID = n.fsys.uid, n.fsys.gid
+	}
+	a, err := n.fsys.store.Mknod(ctx, n.ino, name, spec)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, a, out), 0
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	return n.create(ctx, name, vault.NodeSpec{Kind: vault.KindDir, Mode: mode & 0o7777}, out)
+}
+
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if mode&syscall.S_IFMT != syscall.S_IFREG && mode&syscall.S_IFMT != 0 {
+		return nil, syscall.EPERM // devices, fifos and sockets have no place in a vault
+	}
+	return n.create(ctx, name, vault.NodeSpec{Kind: vault.KindFile, Mode: mode & 0o7777}, out)
+}
+
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	ch, en := n.create(ctx, name, vault.NodeSpec{Kind: vault.KindFile, Mode: mode & 0o7777}, out)
+	if en != 0 {
+		return nil, nil, 0, en
+	}
+	cn := ch.Operations().(*node)
+	var a vault.Attr
+	fillBack(&out.Attr, &a)
+	h, en := cn.openHandle(ctx, flags, a)
+	if en != 0 {
+		return nil, nil, 0, en
+	}
+	return ch, h, 0, 0
+}
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	return n.create(ctx, name, vault.NodeSpec{Kind: vault.KindSymlink, Mode: 0o777, Target: target}, out)
+}
+
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	a, err := n.fsys.store.GetAttr(ctx, n.ino)
+	if err != nil {
+		return nil, errno(err)
+	}
+	if a.Kind != vault.KindSymlink {
+		return nil, syscall.EINVAL
+	}
+	return []byte(a.Target), 0
+}
+
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if n.fsys.readonly {
+		return nil, syscall.EROFS
+	}
+	t, ok := target.(*node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	a, err := n.fsys.store.Link(ctx, t.ino, n.ino, name)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, a, out), 0
+}
+
+// detachChild keeps an open file readable after its last name goes away.
+func (n *node) detachChild(ctx context.Context, name string) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	ch := n.GetChild(name)
+	if ch == nil {
+		return
+	}
+	cn, ok := ch.Operations().(*node)
+	if !ok {
+		return
+	}
+	cn.mu.Lock()
+	of := cn.open
+	cn.mu.Unlock()
+	if of == nil {
+		return
+	}
+	a, err := n.fsys.store.GetAttr(ctx, cn.ino)
+	if err != nil || a.Nlink > 1 {
+		return
+	}
+	of.detach(ctx, a)
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if n.fsys.readonly {
+		return syscall.EROFS
+	}
+	n.detachChild(ctx, name)
+	return errno(n.fsys.store.Unlink(ctx, n.ino, name))
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if n.fsys.readonly {
+		return syscall.EROFS
+	}
+	return errno(n.fsys.store.Rmdir(ctx, n.ino, name))
+}
+
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if n.fsys.readonly {
+		return syscall.EROFS
+	}
+	np, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	var rf vault.RenameFlags
+	if flags&renameNoReplace != 0 {
+		rf |= vault.RenameNoReplace
+	}
+	if flags&fs.RENAME_EXCHANGE != 0 {
+		rf |= vault.RenameExchange
+	}
+	if flags&^(renameNoReplace|fs.RENAME_EXCHANGE) != 0 {
+		return syscall.EINVAL
+	}
+	if rf&vault.RenameExchange == 0 {
+		np.detachChild(ctx, newName)
+	}
+	return errno(n.fsys.store.Rename(ctx, n.ino, name, np.ino, newName, rf))
+}
+
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	u, err := n.fsys.store.Usage(ctx)
+	if err != nil {
+		return errno(err)
+	}
+	const bsize = 4096
+	out.Bsize, out.Frsize, out.NameLen = bsize, bsize, 255
+	total := uint64(1 << 50) // unlimited: a petabyte
+	if u.Quota.MaxSizeMB > 0 {
+		total = uint64(u.Quota.MaxSizeMB) << 20
+	}
+	used := uint64(u.Bytes)
+	free := uint64(0)
+	if total > used {
+		free = total - used
+	}
+	out.Blocks, out.Bfree, out.Bavail = total/bsize, free/bsize, free/bsize
+	files := uint64(1 << 32)
+	if u.Quota.MaxFiles > 0 {
+		files = uint64(u.Quota.MaxFiles)
+	}
+	out.Files = files
+	if files > uint64(u.Files) {
+		out.Ffree = files - uint64(u.Files)
+	}
+	return 0
+}
+
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	val, err := n.fsys.store.GetXattr(ctx, n.ino, attr)
+	if err != nil {
+		if en := errno(err); en == syscall.ENOENT {
+			return 0, syscall.ENODATA
+		} else {
+			return 0, en
+		}
+	}
+	if len(dest) < len(val) {
+		return uint32(len(val)), syscall.ERANGE
+	}
+	return uint32(copy(dest, val)), 0
+}
+
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if n.fsys.readonly {
+		return syscall.EROFS
+	}
+	err := n.fsys.store.SetXattr(ctx, n.ino, attr, data, int(flags))
+	if en := errno(err); en == syscall.ENOENT {
+		return syscall.ENODATA
+	} else if en == syscall.EDQUOT {
+		return syscall.E2BIG
+	} else {
+		return en
+	}
+}
+
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if n.fsys.readonly {
+		return syscall.EROFS
+	}
+	if en := errno(n.fsys.store.RemoveXattr(ctx, n.ino, attr)); en == syscall.ENOENT {
+		return syscall.ENODATA
+	} else {
+		return en
+	}
+}
+
+func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	names, err := n.fsys.store.ListXattr(ctx, n.ino)
+	if err != nil {
+		return 0, errno(err)
+	}
+	var b []byte
+	for _, name := range names {
+		b = append(b, name...)
+		b = append(b, 0)
+	}
+	if len(dest) < len(b) {
+		return uint32(len(b)), syscall.ERANGE
+	}
+	return uint32(copy(dest, b)), 0
+}
+
+func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	n.mu.Lock()
+	of := n.open
+	n.mu.Unlock()
+	if of != nil {
+		return of.flush(ctx)
+	}
+	return 0
+}
+
+// renameNoReplace is renameat2's RENAME_NOREPLACE.
+const renameNoReplace = 0x1
+
+// fillBack recovers vault attributes from FUSE attributes of a new file.
+func fillBack(in *fuse.Attr, a *vault.Attr) {
+	a.Ino, a.Kind, a.Mode, a.Size, a.Nlink = in.Ino, vault.KindFile, in.Mode&0o7777, int64(in.Size), in.Nlink
+	a.UID, a.GID = in.Uid, in.Gid
+	a.Atime, a.Mtime, a.Ctime = time.Unix(int64(in.Atime), int64(in.Atimensec)), time.Unix(int64(in.Mtime), int64(in.Mtimensec)), time.Unix(int64(in.Ctime), int64(in.Ctimensec))
+}

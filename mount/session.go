@@ -1,0 +1,403 @@
+package mount
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"avfs/vault"
+	"avfs/wire"
+)
+
+// Options tune a mount.
+type Options struct {
+	ReadOnly     bool
+	FsName       string        // source shown in the mount table (default "avfs")
+	AllowOther   bool          // let other users reach the mount (needs user_allow_other for non-root)
+	SpillDir     string        // where open files spill unflushed chunks (default os.TempDir())
+	EntryTimeout time.Duration // kernel cache time of names (default 1 s)
+	AttrTimeout  time.Duration // kernel cache time of attributes (default 1 s)
+	Debug        bool          // log every FUSE request (go-fuse's debug output, on stderr)
+}
+
+// State is where a mount session is in its life.
+type State int
+
+// The states of a session: Unmounted → Mounting → Mounted → Unmounting → Unmounted.
+const (
+	StateUnmounted State = iota
+	StateMounting
+	StateMounted
+	StateUnmounting
+)
+
+func (s State) String() string {
+	return [...]string{"unmounted", "mounting", "mounted", "unmounting"}[s]
+}
+
+// Session is one mount of a vault.
+type Session struct {
+	dir   string
+	store Store
+	opts  Options
+
+	mu     sync.Mutex
+	state  State
+	server *fuse.Server
+	locked bool
+	done   chan struct{}
+	panics int
+}
+
+// Available reports whether FUSE can be used by this process, as a
+// fuse_unavailable error that says how to fix it.
+func Available() error {
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return wire.Errorf(wire.CodeFuseUnavailable, "FUSE is not available: /dev/fuse does not exist (load the fuse module, or run the container with --device /dev/fuse)")
+		case errors.Is(err, os.ErrPermission):
+			return wire.Errorf(wire.CodeFuseUnavailable, "FUSE is not available: no permission to open /dev/fuse (run as root, or add the user to the group that owns it)")
+		}
+		return wire.Errorf(wire.CodeFuseUnavailable, "FUSE is not available: %v", err)
+	}
+	f.Close()
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			if _, err2 := exec.LookPath("fusermount"); err2 != nil {
+				return wire.Errorf(wire.CodeFuseUnavailable, "FUSE is not available: mounting as a non-root user needs fusermount3 (install the fuse3 package)")
+			}
+		}
+	}
+	return nil
+}
+
+// Mount serves store at dir until Unmount (or an unmount from outside).
+// dir must be an existing directory; a stale mount left there by a killed
+// process is cleaned up first. A writer mount takes the vault's mount lock:
+// a second one fails with vault_busy.
+func Mount(ctx context.Context, store Store, dir string, opts Options) (*Session, error) {
+	if err := Available(); err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeInvalidInput, "mount: %v", err)
+	}
+	if err := CleanStale(abs); err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(abs)
+	if err != nil || !fi.IsDir() {
+		return nil, wire.Errorf(wire.CodeInvalidInput, "mount: %s is not a directory", dir).With("dir", dir)
+	}
+	if IsMounted(abs) {
+		return nil, wire.Errorf(wire.CodeMountFailed, "mount: %s is already a mount point", abs).With("dir", abs)
+	}
+	s := &Session{dir: abs, store: store, opts: opts, state: StateMounting, done: make(chan struct{})}
+	if !opts.ReadOnly {
+		if err := store.Lock(ctx, vault.LockMount, abs); err != nil {
+			return nil, fmt.Errorf("mount: %w", err)
+		}
+		s.locked = true
+	}
+	if err := s.serve(); err != nil {
+		s.release()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Session) serve() error {
+	spill := s.opts.SpillDir
+	if spill == "" {
+		spill = os.TempDir()
+	}
+	root := &node{fsys: &fsys{store: s.store, readonly: s.opts.ReadOnly, spillDir: spill, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}, ino: vault.RootIno}
+	entry, attr := s.opts.EntryTimeout, s.opts.AttrTimeout
+	if entry == 0 {
+		entry = time.Second
+	}
+	if attr == 0 {
+		attr = time.Second
+	}
+	negative := time.Duration(0)
+	name := s.opts.FsName
+	if name == "" {
+		name = "avfs"
+	}
+	mo := []string{"default_permissions"}
+	if s.opts.ReadOnly {
+		mo = append(mo, "ro")
+	}
+	fo := &fs.Options{
+		MountOptions: fuse.MountOptions{
+			FsName:       name,
+			Name:         "avfs",
+			DirectMount:  os.Geteuid() == 0,
+			AllowOther:   s.opts.AllowOther,
+			Options:      mo,
+			MaxWrite:     1 << 20,
+			MaxReadAhead: 1 << 20,
+			Debug:        s.opts.Debug,
+			PanicHandler: func(any) fuse.Status {
+				s.mu.Lock()
+				s.panics++
+				s.mu.Unlock()
+				return fuse.EIO
+			},
+		},
+		EntryTimeout:    &entry,
+		AttrTimeout:     &attr,
+		NegativeTimeout: &negative,
+		UID:             uint32(os.Getuid()),
+		GID:             uint32(os.Getgid()),
+	}
+	server, err := fs.Mount(s.dir, root, fo)
+	if err != nil {
+		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+			return wire.Errorf(wire.CodeFuseUnavailable, "mount %s: not permitted (%v): run as root, or install fuse3 for fusermount3", s.dir, err)
+		}
+		return wire.Errorf(wire.CodeMountFailed, "mount %s: %v", s.dir, err).With("dir", s.dir)
+	}
+	s.mu.Lock()
+	s.server, s.state = server, StateMounted
+	s.mu.Unlock()
+	go func() {
+		server.Wait()
+		s.mu.Lock()
+		s.state = StateUnmounted
+		s.mu.Unlock()
+		s.release()
+		close(s.done)
+	}()
+	return nil
+}
+
+// release drops the vault lock once.
+func (s *Session) release() {
+	s.mu.Lock()
+	locked := s.locked
+	s.locked = false
+	s.mu.Unlock()
+	if locked {
+		_ = s.store.Unlock(context.Background(), vault.LockMount)
+	}
+}
+
+// Dir is the mount point.
+func (s *Session) Dir() string { return s.dir }
+
+// State returns the session's state.
+func (s *Session) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// Panics counts request handlers that panicked (each answered EIO).
+func (s *Session) Panics() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.panics
+}
+
+// Done is closed when the mount has gone, whoever unmounted it.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Wait blocks until the mount has gone.
+func (s *Session) Wait() { <-s.done }
+
+// Unmount unmounts the session. A busy mount fails with mount_busy naming
+// the processes that hold it, unless lazy, which detaches it (it goes
+// away when they let go). Unmounting twice is not an error.
+func (s *Session) Unmount(lazy bool) error {
+	s.mu.Lock()
+	switch s.state {
+	case StateUnmounted:
+		s.mu.Unlock()
+		return nil
+	case StateUnmounting:
+		s.mu.Unlock()
+		<-s.done
+		return nil
+	}
+	s.state = StateUnmounting
+	server := s.server
+	s.mu.Unlock()
+	err := Unmount(s.dir, lazy)
+	if err != nil && !wire.HasCode(err, wire.CodeNotMounted) {
+		s.mu.Lock()
+		s.state = StateMounted
+		s.mu.Unlock()
+		return err
+	}
+	if server != nil {
+		select {
+		case <-s.done:
+		case <-time.After(10 * time.Second):
+			if !lazy {
+				return wire.Errorf(wire.CodeMountFailed, "unmount %s: the server did not stop", s.dir)
+			}
+		}
+	}
+	return nil
+}
+
+// Unmount unmounts the avfs mount at dir from any process. A busy mount
+// fails with mount_busy naming the processes that hold it; lazy detaches it.
+func Unmount(dir string, lazy bool) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return wire.Errorf(wire.CodeInvalidInput, "unmount: %v", err)
+	}
+	if !IsMounted(abs) {
+		return wire.Errorf(wire.CodeNotMounted, "unmount: %s is not mounted", abs).With("dir", abs)
+	}
+	flags := 0
+	if lazy {
+		flags = syscall.MNT_DETACH
+	}
+	if os.Geteuid() == 0 {
+		err = syscall.Unmount(abs, flags)
+	} else {
+		args := []string{"-u"}
+		if lazy {
+			args = append(args, "-z")
+		}
+		bin := "fusermount3"
+		if _, lerr := exec.LookPath(bin); lerr != nil {
+			bin = "fusermount"
+		}
+		if out, cerr := exec.Command(bin, append(args, abs)...).CombinedOutput(); cerr != nil {
+			if strings.Contains(string(out), "busy") {
+				err = syscall.EBUSY
+			} else {
+				err = fmt.Errorf("%s: %s", bin, strings.TrimSpace(string(out)))
+			}
+		}
+	}
+	if errors.Is(err, syscall.EBUSY) {
+		holders := Holders(abs)
+		names := make([]string, len(holders))
+		for i, h := range holders {
+			names[i] = fmt.Sprintf("%s (pid %d)", h.Command, h.PID)
+		}
+		msg := "processes still use it"
+		if len(names) > 0 {
+			msg = "in use by " + strings.Join(names, ", ")
+		}
+		return wire.Errorf(wire.CodeMountBusy, "unmount %s: %s; use --lazy to detach it", abs, msg).With("dir", abs).With("holders", holders)
+	}
+	if err != nil {
+		return wire.Errorf(wire.CodeMountFailed, "unmount %s: %v", abs, err).With("dir", abs)
+	}
+	return nil
+}
+
+// Holder is a process that uses a mount.
+type Holder struct {
+	PID     int    `json:"pid"`
+	Command string `json:"command"`
+	How     string `json:"how"` // cwd, root, exe, fd
+}
+
+// Holders lists the processes whose cwd, root, executable or open files
+// are under dir.
+func Holders(dir string) []Holder {
+	procs, _ := os.ReadDir("/proc")
+	var out []Holder
+	under := func(p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		base := filepath.Join("/proc", p.Name())
+		how := ""
+		for _, l := range []string{"cwd", "root", "exe"} {
+			if t, err := os.Readlink(filepath.Join(base, l)); err == nil && under(t) {
+				how = l
+				break
+			}
+		}
+		if how == "" {
+			fds, _ := os.ReadDir(filepath.Join(base, "fd"))
+			for _, fd := range fds {
+				if t, err := os.Readlink(filepath.Join(base, "fd", fd.Name())); err == nil && under(t) {
+					how = "fd"
+					break
+				}
+			}
+		}
+		if how == "" {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join(base, "comm"))
+		out = append(out, Holder{PID: pid, Command: strings.TrimSpace(string(comm)), How: how})
+	}
+	return out
+}
+
+// IsMounted reports whether dir is a mount point (from /proc/self/mountinfo).
+func IsMounted(dir string) bool {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && unescapeMount(fields[4]) == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// unescapeMount decodes the octal escapes of mountinfo paths (\040 for space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// CleanStale detaches a dead mount at dir: one whose server was killed,
+// which answers "transport endpoint is not connected".
+func CleanStale(dir string) error {
+	_, err := os.Stat(dir)
+	if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
+		return nil
+	}
+	if uerr := Unmount(dir, true); uerr != nil && !wire.HasCode(uerr, wire.CodeNotMounted) {
+		return fmt.Errorf("clean stale mount: %w", uerr)
+	}
+	return nil
+}

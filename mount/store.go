@@ -1,0 +1,33 @@
+package mount
+
+import (
+	"context"
+	"time"
+
+	"avfs/vault"
+)
+
+// Store is what the mount needs from a vault. *vault.Vault satisfies it.
+type Store interface {
+	GetAttr(ctx context.Context, ino uint64) (vault.Attr, error)
+	Lookup(ctx context.Context, parent uint64, name string) (vault.Attr, error)
+	ReadDir(ctx context.Context, ino uint64) ([]vault.DirEntry, error)
+	Mknod(ctx context.Context, parent uint64, name string, spec vault.NodeSpec) (vault.Attr, error)
+	Link(ctx context.Context, ino, parent uint64, name string) (vault.Attr, error)
+	Unlink(ctx context.Context, parent uint64, name string) error
+	Rmdir(ctx context.Context, parent uint64, name string) error
+	Rename(ctx context.Context, oldParent uint64, oldName string, newParent uint64, newName string, flags vault.RenameFlags) error
+	SetAttr(ctx context.Context, ino uint64, s vault.SetAttr) (vault.Attr, error)
+	ReadAt(ctx context.Context, ino uint64, p []byte, off int64) (int, error)
+	Persist(ctx context.Context, ino uint64, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) (vault.Attr, error)
+	Content(ctx context.Context, ino uint64) (*vault.Content, error)
+	GetXattr(ctx context.Context, ino uint64, name string) ([]byte, error)
+	ListXattr(ctx context.Context, ino uint64) ([]string, error)
+	SetXattr(ctx context.Context, ino uint64, name string, value []byte, flags int) error
+	RemoveXattr(ctx context.Context, ino uint64, name string) error
+	Usage(ctx context.Context) (vault.Usage, error)
+	Lock(ctx context.Context, name, info string) error
+	Unlock(ctx context.Context, name string) error
+}
+
+var _ Store = (*vault.Vault)(nil)
