@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 
 func serveChild() {
 	ctx := context.Background()
+	if lim := os.Getenv("AVFS_MOUNT_MEMLIMIT"); lim != "" {
+		fmt.Sscan(lim, &memLimit)
+	}
 	v, err := vault.Open(ctx, os.Getenv("AVFS_VAULT_PATH"), vault.Options{Actor: "mount"})
 	if err != nil {
 		fmt.Println("error:", err)
@@ -71,9 +74,10 @@ type served struct {
 	v     *vault.Vault
 	dir   string
 	cmd   *exec.Cmd
+	env   []string
 }
 
-func serve(t *testing.T, readonly bool) *served {
+func serve(t *testing.T, readonly bool, env ...string) *served {
 	t.Helper()
 	requireFUSE(t)
 	home := t.TempDir()
@@ -86,6 +90,7 @@ func serve(t *testing.T, readonly bool) *served {
 	if err := os.Mkdir(s.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	s.env = env
 	s.start(readonly)
 	t.Cleanup(func() {
 		s.stop()
@@ -102,6 +107,7 @@ func (s *served) start(readonly bool) {
 		ro = "1"
 	}
 	cmd.Env = append(os.Environ(), "AVFS_MOUNT_SERVE=1", "AVFS_VAULT_PATH="+s.v.Path(), "AVFS_MOUNT_DIR="+s.dir, "AVFS_MOUNT_RO="+ro)
+	cmd.Env = append(cmd.Env, s.env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -390,6 +390,27 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if n.fsys.readonly {
 		return syscall.EROFS
 	}
+	if attr == aclAccess {
+		perm, minimal, ok := aclMode(data)
+		if !ok {
+			return syscall.EINVAL
+		}
+		a, err := n.fsys.store.GetAttr(ctx, n.ino)
+		if err != nil {
+			return errno(err)
+		}
+		mode := a.Mode&^0o777 | perm
+		if _, err := n.fsys.store.SetAttr(ctx, n.ino, vault.SetAttr{Mode: &mode}); err != nil {
+			return errno(err)
+		}
+		if minimal {
+			// The mode says it all; drop an older extended ACL.
+			if err := n.fsys.store.RemoveXattr(ctx, n.ino, attr); err != nil && errno(err) != syscall.ENOENT {
+				return errno(err)
+			}
+			return 0
+		}
+	}
 	err := n.fsys.store.SetXattr(ctx, n.ino, attr, data, int(flags))
 	if en := errno(err); en == syscall.ENOENT {
 		return syscall.ENODATA
