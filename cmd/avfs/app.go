@@ -131,11 +131,10 @@ func (e *env) present(err error) int {
 		return exit.code
 	}
 	err = classify(err)
-	if e.json {
-		if !e.printed {
-			_ = writeJSON(e.stdout, wire.ErrorDocument{Error: wire.ErrorObject(err)})
-		}
+	if e.json && !e.printed {
+		_ = writeJSON(e.stdout, wire.ErrorDocument{Error: wire.ErrorObject(err)})
 	} else {
+		// People, or a failure after the one JSON document was printed.
 		fmt.Fprintf(e.stderr, "avfs: %s\n", err)
 	}
 	return wire.ExitCode(wire.CodeOf(err))

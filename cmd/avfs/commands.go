@@ -12,5 +12,6 @@ func commands(e *env) []*cli.Command {
 	cmds = append(cmds, filesCommands(e)...)
 	cmds = append(cmds, historyCommands(e)...)
 	cmds = append(cmds, gcCommand(e), quotaCommand(e), auditCommand(e))
+	cmds = append(cmds, mountCommand(e), unmountCommand(e))
 	return cmds
 }

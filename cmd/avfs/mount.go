@@ -1,0 +1,119 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"avfs/mount"
+	"avfs/vault"
+	"avfs/wire"
+)
+
+// mountReady is the JSON document `avfs mount --json` prints once the
+// directory is mounted.
+type mountReady struct {
+	Kind     string `json:"kind"` // "mount_ready"
+	Vault    string `json:"vault"`
+	Dir      string `json:"dir"`
+	PID      int    `json:"pid"`
+	ReadOnly bool   `json:"readonly"`
+}
+
+// unmountResult is the JSON document of `avfs unmount`.
+type unmountResult struct {
+	Dir  string `json:"dir"`
+	Lazy bool   `json:"lazy"`
+}
+
+func mountCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "mount",
+		Usage: "serve the vault as a directory over FUSE, in the foreground",
+		UsageText: "avfs mount [--vault NAME] [--readonly] DIR\n\n" +
+			"Serves until SIGINT/SIGTERM or `avfs unmount DIR`. DIR is mounted before the\n" +
+			"ready line (or, with --json, the ready document) is printed.\n\n" +
+			"example: avfs --vault work mount ~/work &",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "readonly", Usage: "refuse every change (several read-only mounts may share a vault with one writer)"},
+			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request on stderr"},
+		},
+		Action: func(c *cli.Context) error {
+			a, err := args(c, 1, 1, "DIR")
+			if err != nil {
+				return err
+			}
+			dir, err := filepath.Abs(a[0])
+			if err != nil {
+				return wire.Errorf(wire.CodeInvalidInput, "mount: %v", err)
+			}
+			name := e.vaultName()
+			return e.withNamed(c, name, func(v *vault.Vault) error {
+				sess, err := mount.Mount(c.Context, v, dir, mount.Options{
+					ReadOnly: c.Bool("readonly"),
+					FsName:   "avfs:" + name,
+					Debug:    c.Bool("debug"),
+				})
+				if err != nil {
+					return err
+				}
+				ready := mountReady{Kind: "mount_ready", Vault: name, Dir: dir, PID: os.Getpid(), ReadOnly: c.Bool("readonly")}
+				if err := e.emit(ready, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "mounted vault %s at %s (pid %d); stop with Ctrl-C or `avfs unmount %s`\n", name, dir, ready.PID, dir)
+					return err
+				}); err != nil {
+					sess.Unmount(true)
+					return err
+				}
+				select {
+				case <-sess.Done():
+					return nil // unmounted from outside
+				case <-c.Context.Done():
+				}
+				// SIGINT/SIGTERM: unmount; if something still uses it, detach it.
+				if err := sess.Unmount(false); err != nil {
+					if lerr := sess.Unmount(true); lerr != nil {
+						return lerr
+					}
+				}
+				return nil
+			})
+		},
+	}
+}
+
+func unmountCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "unmount",
+		Usage: "unmount an avfs mount",
+		UsageText: "avfs unmount [--lazy] DIR\n\n" +
+			"A mount in use fails with mount_busy naming the processes that hold it;\n" +
+			"--lazy detaches it now and lets it go when they finish.\n\n" +
+			"example: avfs unmount ~/work",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "lazy", Usage: "detach a busy mount (MNT_DETACH)"}},
+		Action: func(c *cli.Context) error {
+			a, err := args(c, 1, 1, "DIR")
+			if err != nil {
+				return err
+			}
+			dir, err := filepath.Abs(a[0])
+			if err != nil {
+				return wire.Errorf(wire.CodeInvalidInput, "unmount: %v", err)
+			}
+			// A mount whose server died is cleaned up as well.
+			if err := mount.CleanStale(dir); err != nil {
+				return err
+			}
+			if err := mount.Unmount(dir, c.Bool("lazy")); err != nil {
+				return err
+			}
+			return e.emit(unmountResult{Dir: dir, Lazy: c.Bool("lazy")}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "unmounted %s\n", dir)
+				return err
+			})
+		},
+	}
+}

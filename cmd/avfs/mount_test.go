@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"avfs/mount"
+)
+
+// startMount runs `avfs mount --json DIR` and waits for its ready document.
+func (a *avfs) startMount(dir string, extra ...string) *exec.Cmd {
+	a.t.Helper()
+	if err := mount.Available(); err != nil {
+		if os.Getenv("CI") == "true" {
+			a.t.Fatalf("FUSE is required in CI: %v", err)
+		}
+		a.t.Skipf("FUSE not available: %v", err)
+	}
+	cmd := exec.Command(avfsBin, append([]string{"--json", "mount", dir}, extra...)...)
+	cmd.Env = append(os.Environ(), "AVFS_HOME="+a.home)
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		a.t.Fatal(err)
+	}
+	dec := json.NewDecoder(bufio.NewReader(out))
+	var ready map[string]any
+	if err := dec.Decode(&ready); err != nil || ready["kind"] != "mount_ready" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		a.t.Fatalf("mount ready document: %v %v", ready, err)
+	}
+	if !mount.IsMounted(dir) {
+		a.t.Fatal("ready before the directory is mounted")
+	}
+	a.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(syscall.SIGTERM)
+			cmd.Wait()
+		}
+	})
+	return cmd
+}
+
+func TestMountUnmountCommands(t *testing.T) {
+	a := newAVFS(t)
+	dir := filepath.Join(t.TempDir(), "mnt")
+	os.Mkdir(dir, 0o755)
+	cmd := a.startMount(dir)
+	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("through the mount"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A second writer mount of the same vault is refused.
+	other := filepath.Join(t.TempDir(), "other")
+	os.Mkdir(other, 0o755)
+	a.fail(1, "vault_busy", "mount", other)
+	// A restore while mounted is refused.
+	a.ok("checkpoint", "save", "c")
+	a.fail(1, "vault_busy", "checkpoint", "restore", "c")
+	// Busy unmount names the holder; --lazy detaches.
+	sleeper := exec.Command("sleep", "20")
+	sleeper.Dir = dir
+	sleeper.Start()
+	time.Sleep(100 * time.Millisecond)
+	doc := a.fail(1, "mount_busy", "unmount", dir)
+	if !strings.Contains(doc["message"].(string), "sleep") {
+		t.Fatalf("busy message: %v", doc)
+	}
+	sleeper.Process.Kill()
+	sleeper.Wait()
+	a.ok("unmount", dir)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("avfs mount exited with %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("avfs mount did not exit after unmount")
+	}
+	equal(t, "content", a.cat("/hello.txt"), "through the mount")
+	a.fail(1, "not_mounted", "unmount", dir)
+	a.ok("vault", "check")
+}
+
+func TestMountSignalAndKill(t *testing.T) {
+	a := newAVFS(t)
+	dir := filepath.Join(t.TempDir(), "mnt")
+	os.Mkdir(dir, 0o755)
+	// SIGTERM unmounts cleanly.
+	cmd := a.startMount(dir)
+	os.WriteFile(filepath.Join(dir, "a"), []byte("1"), 0o644)
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+	if mount.IsMounted(dir) {
+		t.Fatal("still mounted after SIGTERM")
+	}
+	// kill -9 leaves a stale mount; the next mount cleans it up.
+	cmd = a.startMount(dir)
+	os.WriteFile(filepath.Join(dir, "b"), []byte("2"), 0o644)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatal("expected a dead mount after kill -9")
+	}
+	cmd = a.startMount(dir)
+	if b, err := os.ReadFile(filepath.Join(dir, "b")); err != nil || string(b) != "2" {
+		t.Fatalf("after remount: %q %v", b, err)
+	}
+	a.ok("unmount", dir)
+	cmd.Wait()
+	a.ok("vault", "check")
+	// Read-only mount.
+	cmd = a.startMount(dir, "--readonly")
+	if err := os.WriteFile(filepath.Join(dir, "c"), []byte("3"), 0o644); err == nil {
+		t.Fatal("write on a read-only mount")
+	}
+	a.ok("unmount", dir)
+	cmd.Wait()
+}
