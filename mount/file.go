@@ -59,7 +59,8 @@ type openFile struct {
 	dirty    map[int64]*chunkBuf
 	seq      uint64
 	mtime    time.Time
-	detached *vault.Content // set when the file lost its last name while open
+	base     *vault.Content // the vault's content as last read or written; reads of clean chunks go here
+	detached bool           // the file lost its last name while open
 	attr     vault.Attr     // last attributes seen in the vault, for fstat after unlink
 	lastErr  error
 
@@ -69,8 +70,20 @@ type openFile struct {
 	memBytes  int64
 }
 
-func newOpenFile(n *node, a vault.Attr) *openFile {
-	return &openFile{n: n, size: a.Size, baseSize: a.Size, attr: a, dirty: map[int64]*chunkBuf{}}
+func newOpenFile(n *node, c *vault.Content) *openFile {
+	a := c.Attr()
+	return &openFile{n: n, size: a.Size, baseSize: a.Size, attr: a, base: c, dirty: map[int64]*chunkBuf{}}
+}
+
+// refresh replaces the base snapshot when nothing is buffered.
+func (of *openFile) refresh(c *vault.Content) {
+	of.mu.Lock()
+	defer of.mu.Unlock()
+	if of.detached || len(of.dirty) > 0 || of.size != of.baseSize {
+		return
+	}
+	of.base, of.attr = c, c.Attr()
+	of.size, of.baseSize = c.Size(), c.Size()
 }
 
 // lastAttr returns the attributes of a file that has no name left.
@@ -107,13 +120,7 @@ func (of *openFile) readBase(ctx context.Context, p []byte, off int64) error {
 	if int64(len(q)) > limit {
 		q = q[:limit]
 	}
-	var n int
-	var err error
-	if of.detached != nil {
-		n, err = of.detached.ReadAt(ctx, q, off)
-	} else {
-		n, err = of.n.fsys.store.ReadAt(ctx, of.n.ino, q, off)
-	}
+	n, err := of.base.ReadAt(ctx, q, off)
 	if err != nil && err != io.EOF {
 		return err
 	}
@@ -254,7 +261,7 @@ func (of *openFile) read(ctx context.Context, dest []byte, off int64) (int, sysc
 func (of *openFile) flush(ctx context.Context) syscall.Errno {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
 	of.mu.Lock()
-	if of.detached != nil || (len(of.dirty) == 0 && of.size == of.baseSize) {
+	if of.detached || (len(of.dirty) == 0 && of.size == of.baseSize) {
 		if of.state != stateOpen {
 			of.state = stateFlushed
 		}
@@ -287,7 +294,11 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 		}
 		return append([]byte(nil), data[:cb.length]...), nil
 	}
-	a, err := of.n.fsys.store.Persist(ctx, of.n.ino, size, idx, get, mtime)
+	_, err := of.n.fsys.store.Persist(ctx, of.n.ino, size, idx, get, mtime)
+	var c *vault.Content
+	if err == nil {
+		c, err = of.n.fsys.store.Content(ctx, of.n.ino)
+	}
 
 	of.mu.Lock()
 	defer of.mu.Unlock()
@@ -296,6 +307,8 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 		of.lastErr = err
 		return errno(err)
 	}
+	a := c.Attr()
+	of.base = c
 	for _, i := range idx {
 		if cb := of.dirty[i]; cb != nil && cb.seq == seqs[i] {
 			of.drop(i)
@@ -315,9 +328,13 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 }
 
 // setSize follows a truncate that went to the vault directly.
-func (of *openFile) setSize(size int64) {
+func (of *openFile) setSize(ctx context.Context, size int64) {
+	c, err := of.n.fsys.store.Content(ctx, of.n.ino)
 	of.mu.Lock()
 	defer of.mu.Unlock()
+	if err == nil {
+		of.base, of.attr = c, c.Attr()
+	}
 	last := (size + chunkSize - 1) / chunkSize
 	for i, cb := range of.dirty {
 		switch {
@@ -335,16 +352,11 @@ func (of *openFile) setSize(size int64) {
 }
 
 // detach keeps the file's content readable after its last name is removed.
-func (of *openFile) detach(ctx context.Context, a vault.Attr) {
-	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
-	c, err := of.n.fsys.store.Content(ctx, of.n.ino)
-	if err != nil {
-		return
-	}
+// The base snapshot outlives the inode, so reads go on from it.
+func (of *openFile) detach(a vault.Attr) {
 	of.mu.Lock()
-	of.detached = c
+	of.detached = true
 	of.attr = a
-	of.baseSize = min(of.baseSize, c.Size())
 	of.mu.Unlock()
 }
 
@@ -373,14 +385,15 @@ var (
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
-	a, err := n.fsys.store.GetAttr(ctx, n.ino)
+	c, err := n.fsys.store.Content(ctx, n.ino)
 	if err != nil {
 		return nil, 0, errno(err)
 	}
+	a := c.Attr()
 	if a.Kind != vault.KindFile {
 		return nil, 0, syscall.EISDIR
 	}
-	h, en := n.openHandle(ctx, flags, a)
+	h, en := n.openHandle(ctx, flags, c)
 	if en != 0 {
 		return nil, 0, en
 	}
@@ -396,16 +409,19 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 }
 
 // openHandle opens a handle on the shared open-file state.
-func (n *node) openHandle(ctx context.Context, flags uint32, a vault.Attr) (*handle, syscall.Errno) {
+func (n *node) openHandle(ctx context.Context, flags uint32, c *vault.Content) (*handle, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
 	acc := flags & syscall.O_ACCMODE
 	writable := acc == syscall.O_WRONLY || acc == syscall.O_RDWR
 	if writable && n.fsys.readonly {
 		return nil, syscall.EROFS
 	}
+	a := c.Attr()
 	n.mu.Lock()
 	if n.open == nil {
-		n.open = newOpenFile(n, a)
+		n.open = newOpenFile(n, c)
+	} else {
+		n.open.refresh(c)
 	}
 	of := n.open
 	of.mu.Lock()
@@ -424,7 +440,7 @@ func (n *node) openHandle(ctx context.Context, flags uint32, a vault.Attr) (*han
 			h.Release(ctx)
 			return nil, errno(err)
 		}
-		of.setSize(0)
+		of.setSize(ctx, 0)
 		n.remember(got)
 	}
 	return h, 0
@@ -445,9 +461,12 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		return 0, syscall.EBADF
 	}
 	// Refuse early what can never fit, so that the writer sees EDQUOT at write().
-	u, err := h.of.n.fsys.store.Usage(ctx)
-	if err == nil && u.Quota.MaxFileSizeMB > 0 && off+int64(len(data)) > u.Quota.MaxFileSizeMB<<20 {
-		return 0, syscall.EDQUOT
+	// The cached quota only ever lets a write through early; a refusal is re-checked.
+	end := off + int64(len(data))
+	if limit := h.of.n.fsys.maxFileBytes(ctx, false); limit > 0 && end > limit {
+		if limit = h.of.n.fsys.maxFileBytes(ctx, true); limit > 0 && end > limit {
+			return 0, syscall.EDQUOT
+		}
 	}
 	return h.of.write(ctx, data, off)
 }

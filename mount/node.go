@@ -18,6 +18,23 @@ type fsys struct {
 	readonly bool
 	spillDir string
 	uid, gid uint32 // owner of files created by a process whose ids are unknown
+
+	quotaMu sync.Mutex
+	quota   vault.Quota
+	quotaAt time.Time
+}
+
+// maxFileBytes returns the file size quota (0: none), re-read at most once
+// a second unless fresh is set.
+func (f *fsys) maxFileBytes(ctx context.Context, fresh bool) int64 {
+	f.quotaMu.Lock()
+	defer f.quotaMu.Unlock()
+	if fresh || time.Since(f.quotaAt) > time.Second {
+		if u, err := f.store.Usage(ctx); err == nil {
+			f.quota, f.quotaAt = u.Quota, time.Now()
+		}
+	}
+	return f.quota.MaxFileSizeMB << 20
 }
 
 // node is one inode of the mount.
@@ -175,7 +192,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		return errno(err)
 	}
 	if of != nil && s.Size != nil {
-		of.setSize(a.Size)
+		of.setSize(ctx, a.Size)
 	}
 	n.remember(a)
 	fillAttr(a, &out.Attr)
@@ -232,9 +249,11 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, en
 	}
 	cn := ch.Operations().(*node)
-	var a vault.Attr
-	fillBack(&out.Attr, &a)
-	h, en := cn.openHandle(ctx, flags, a)
+	c, err := n.fsys.store.Content(ctx, cn.ino)
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	h, en := cn.openHandle(ctx, flags, c)
 	if en != 0 {
 		return nil, nil, 0, en
 	}
@@ -295,7 +314,7 @@ func (n *node) detachChild(ctx context.Context, name string) {
 	if err != nil || a.Nlink > 1 {
 		return
 	}
-	of.detach(ctx, a)
+	of.detach(a)
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
@@ -463,10 +482,3 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 
 // renameNoReplace is renameat2's RENAME_NOREPLACE.
 const renameNoReplace = 0x1
-
-// fillBack recovers vault attributes from FUSE attributes of a new file.
-func fillBack(in *fuse.Attr, a *vault.Attr) {
-	a.Ino, a.Kind, a.Mode, a.Size, a.Nlink = in.Ino, vault.KindFile, in.Mode&0o7777, int64(in.Size), in.Nlink
-	a.UID, a.GID = in.Uid, in.Gid
-	a.Atime, a.Mtime, a.Ctime = time.Unix(int64(in.Atime), int64(in.Atimensec)), time.Unix(int64(in.Mtime), int64(in.Mtimensec)), time.Unix(int64(in.Ctime), int64(in.Ctimensec))
-}

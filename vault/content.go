@@ -57,7 +57,7 @@ func (v *Vault) chunkData(ctx ctxT, q querier, hash []byte) ([]byte, error) {
 	if p == nil {
 		return nil, wire.Errorf(wire.CodeIntegrity, "chunk %x is missing", hash[:8])
 	}
-	return p.chunkData(ctx, p.rdb, hash)
+	return p.chunkData(ctx, p.r, hash)
 }
 
 // readAt reads from a file's content at off. It returns io.EOF at or past the end.

@@ -122,7 +122,7 @@ func buildFork(ctx context.Context, tmp string, parent *Vault, dst, uuid string,
 			return err
 		}
 	}
-	t := &txn{ctx: ctx, tx: tx, v: &Vault{actor: actor}, now: now}
+	t := &txn{ctx: ctx, tx: cq{tx: tx}, v: &Vault{actor: actor}, now: now}
 	t.audit("vault.fork", "/", map[string]any{"name": dst, "parent": pst.name, "parent_generation": g})
 	if err := t.flushAudit(); err != nil {
 		return err

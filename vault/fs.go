@@ -2,6 +2,8 @@ package vault
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"io"
 	"sort"
 	"time"
@@ -24,7 +26,7 @@ type DirEntry struct {
 
 // GetAttr returns the attributes of inode ino.
 func (v *Vault) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
-	in, err := getInode(ctx, v.rdb, int64(ino))
+	in, err := getInode(ctx, v.r, int64(ino))
 	if err != nil {
 		return Attr{}, wrapOp("getattr", err)
 	}
@@ -33,52 +35,44 @@ func (v *Vault) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
 
 // Lookup returns the attributes of the entry name in directory parent.
 func (v *Vault) Lookup(ctx context.Context, parent uint64, name string) (Attr, error) {
-	var a Attr
-	err := v.view(ctx, "lookup", func(q querier, _ state) error {
-		ino, _, ok, err := lookupDentry(ctx, q, int64(parent), name)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return wire.Errorf(wire.CodeNotFound, "%q does not exist", name)
-		}
-		in, err := getInode(ctx, q, ino)
-		if err != nil {
-			return err
-		}
-		a = in.attr()
-		return nil
-	})
-	return a, err
+	in, err := scanInode(v.r.QueryRowContext(ctx, `SELECT `+prefixed("i.", inodeCols)+` FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = ?
+		WHERE d.parent = ? AND d.name = ? AND d.gen_to = ?`, live, parent, name, live))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Attr{}, wire.Errorf(wire.CodeNotFound, "%q does not exist", name)
+	}
+	if err != nil {
+		return Attr{}, storageErr("lookup", err)
+	}
+	return in.attr(), nil
 }
 
 // ReadDir lists directory ino sorted by name (without "." and "..").
 func (v *Vault) ReadDir(ctx context.Context, ino uint64) ([]DirEntry, error) {
+	in, err := getInode(ctx, v.r, int64(ino))
+	if err != nil {
+		return nil, wrapOp("readdir", err)
+	}
+	if in.kind != KindDir {
+		return nil, wire.Errorf(wire.CodeNotDir, "readdir: not a directory")
+	}
+	rows, err := v.r.QueryContext(ctx, `SELECT d.name, d.ino, i.kind FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = ?
+		WHERE d.parent = ? AND d.gen_to = ? ORDER BY d.name`, live, ino, live)
+	if err != nil {
+		return nil, storageErr("readdir", err)
+	}
+	defer rows.Close()
 	out := []DirEntry{}
-	err := v.view(ctx, "readdir", func(q querier, _ state) error {
-		in, err := getInode(ctx, q, int64(ino))
-		if err != nil {
-			return err
+	for rows.Next() {
+		var e DirEntry
+		if err := rows.Scan(&e.Name, &e.Ino, &e.Kind); err != nil {
+			return nil, storageErr("readdir", err)
 		}
-		if in.kind != KindDir {
-			return wire.Errorf(wire.CodeNotDir, "not a directory")
-		}
-		rows, err := q.QueryContext(ctx, `SELECT d.name, d.ino, i.kind FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = ?
-			WHERE d.parent = ? AND d.gen_to = ? ORDER BY d.name`, live, ino, live)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var e DirEntry
-			if err := rows.Scan(&e.Name, &e.Ino, &e.Kind); err != nil {
-				return err
-			}
-			out = append(out, e)
-		}
-		return rows.Err()
-	})
-	return out, err
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, storageErr("readdir", err)
+	}
+	return out, nil
 }
 
 // NodeSpec describes a new inode for Mknod.
@@ -387,18 +381,22 @@ func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, indexes []i
 // the file is changed or deleted (until gc frees its chunks).
 type Content struct {
 	v      *Vault
+	attr   Attr
 	size   int64
 	chunks []byte
 }
 
 // Content returns the current content of file ino.
 func (v *Vault) Content(ctx context.Context, ino uint64) (*Content, error) {
-	in, err := getInode(ctx, v.rdb, int64(ino))
+	in, err := getInode(ctx, v.r, int64(ino))
 	if err != nil {
 		return nil, wrapOp("read", err)
 	}
-	return &Content{v: v, size: in.size, chunks: in.chunks}, nil
+	return &Content{v: v, attr: in.attr(), size: in.size, chunks: in.chunks}, nil
 }
+
+// Attr are the file's attributes at that moment.
+func (c *Content) Attr() Attr { return c.attr }
 
 // Size is the content's length.
 func (c *Content) Size() int64 { return c.size }
@@ -406,12 +404,12 @@ func (c *Content) Size() int64 { return c.size }
 // ReadAt reads the content at off; io.EOF at or past the end.
 func (c *Content) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	in := &inode{kind: KindFile, size: c.size, chunks: c.chunks}
-	return c.v.readAt(ctx, c.v.rdb, in, p, off)
+	return c.v.readAt(ctx, c.v.r, in, p, off)
 }
 
 // GetXattr returns the value of extended attribute name of inode ino.
 func (v *Vault) GetXattr(ctx context.Context, ino uint64, name string) ([]byte, error) {
-	in, err := getInode(ctx, v.rdb, int64(ino))
+	in, err := getInode(ctx, v.r, int64(ino))
 	if err != nil {
 		return nil, wrapOp("getxattr", err)
 	}
@@ -428,7 +426,7 @@ func (v *Vault) GetXattr(ctx context.Context, ino uint64, name string) ([]byte, 
 
 // ListXattr returns the names of inode ino's extended attributes, sorted.
 func (v *Vault) ListXattr(ctx context.Context, ino uint64) ([]string, error) {
-	in, err := getInode(ctx, v.rdb, int64(ino))
+	in, err := getInode(ctx, v.r, int64(ino))
 	if err != nil {
 		return nil, wrapOp("listxattr", err)
 	}

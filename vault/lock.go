@@ -94,7 +94,7 @@ func (v *Vault) Unlock(ctx context.Context, name string) error {
 
 // LockHolder returns who holds the named lock, or nil when nobody live does.
 func (v *Vault) LockHolder(ctx context.Context, name string) (*Holder, error) {
-	h, err := lockHolder(ctx, v.rdb, name)
+	h, err := lockHolder(ctx, v.r, name)
 	if err != nil {
 		return nil, storageErr("read lock", err)
 	}

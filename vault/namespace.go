@@ -114,6 +114,7 @@ func (t *txn) unlinkEntry(dir *inode, name string, want Kind) (*inode, error) {
 		if !empty {
 			return nil, wire.Errorf(wire.CodeNotEmpty, "directory %q is not empty", name)
 		}
+		delete(t.dirs, in.ino)
 	}
 	// History names the file by the path it had.
 	var path string
@@ -151,9 +152,16 @@ func (t *txn) release(in *inode, path string) error {
 
 // childPath is the path of dir/name.
 func (t *txn) childPath(dir int64, name string) (string, error) {
-	p, err := pathOf(t.ctx, t.tx, dir)
-	if err != nil {
-		return "", err
+	p, ok := t.dirs[dir]
+	if !ok {
+		var err error
+		if p, err = pathOf(t.ctx, t.tx, dir); err != nil {
+			return "", err
+		}
+		if t.dirs == nil {
+			t.dirs = map[int64]string{}
+		}
+		t.dirs[dir] = p
 	}
 	if p == "/" {
 		return "/" + name, nil
@@ -172,6 +180,7 @@ const (
 
 // rename moves odir/oname to ndir/nname with POSIX semantics.
 func (t *txn) rename(odir *inode, oname string, ndir *inode, nname string, flags RenameFlags) error {
+	t.dirs = nil // directory paths may change
 	if err := validName(nname); err != nil {
 		return err
 	}

@@ -42,12 +42,13 @@ type querier interface {
 // txn is one write transaction: the state row, counters, audit rows.
 type txn struct {
 	ctx    context.Context
-	tx     *sql.Tx
+	tx     cq
 	v      *Vault
 	st     state
 	orig   state
 	now    int64
 	audits []auditRow
+	dirs   map[int64]string // paths of directories looked up in this transaction
 }
 
 type auditRow struct {
@@ -63,8 +64,8 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 		return storageErr(op, err)
 	}
 	defer tx.Rollback()
-	t := &txn{ctx: ctx, tx: tx, v: v, now: time.Now().UnixNano()}
-	if t.st, err = scanState(tx.QueryRowContext(ctx, "SELECT "+stateCols+" FROM state WHERE id = 1")); err != nil {
+	t := &txn{ctx: ctx, tx: cq{tx, v.ws}, v: v, now: time.Now().UnixNano()}
+	if t.st, err = scanState(t.tx.QueryRowContext(ctx, "SELECT "+stateCols+" FROM state WHERE id = 1")); err != nil {
 		return storageErr(op, err)
 	}
 	t.orig = t.st
@@ -75,7 +76,7 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 		return wrapOp(op, err)
 	}
 	if t.st != t.orig {
-		if _, err := tx.ExecContext(ctx, `UPDATE state SET gen=?, next_ino=?, files=?, bytes=?, max_bytes=?, max_files=?, max_file_bytes=?, parent_name=?, parent_uuid=?, parent_gen=?, forked_ns=?, name=? WHERE id = 1`,
+		if _, err := t.tx.ExecContext(ctx, `UPDATE state SET gen=?, next_ino=?, files=?, bytes=?, max_bytes=?, max_files=?, max_file_bytes=?, parent_name=?, parent_uuid=?, parent_gen=?, forked_ns=?, name=? WHERE id = 1`,
 			t.st.gen, t.st.nextIno, t.st.files, t.st.bytes, t.st.maxBytes, t.st.maxFiles, t.st.maxFileBytes,
 			t.st.parentName, t.st.parentUUID, t.st.parentGen, t.st.forkedNS, t.st.name); err != nil {
 			return storageErr(op, err)
@@ -97,11 +98,12 @@ func (v *Vault) view(ctx context.Context, op string, fn func(q querier, st state
 		return storageErr(op, err)
 	}
 	defer tx.Rollback()
-	st, err := scanState(tx.QueryRowContext(ctx, "SELECT "+stateCols+" FROM state WHERE id = 1"))
+	q := cq{tx, v.rs}
+	st, err := scanState(q.QueryRowContext(ctx, "SELECT "+stateCols+" FROM state WHERE id = 1"))
 	if err != nil {
 		return storageErr(op, err)
 	}
-	if err := fn(tx, st); err != nil {
+	if err := fn(q, st); err != nil {
 		return wrapOp(op, err)
 	}
 	return nil
@@ -140,16 +142,13 @@ func (t *txn) flushAudit() error {
 		return nil
 	}
 	var prev []byte
-	err := t.tx.QueryRowContext(t.ctx, "SELECT hash FROM audit ORDER BY id DESC LIMIT 1").Scan(&prev)
+	var id int64
+	err := t.tx.QueryRowContext(t.ctx, "SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1").Scan(&id, &prev)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
 	if prev == nil {
 		prev = make([]byte, sha256.Size)
-	}
-	var id int64
-	if err := t.tx.QueryRowContext(t.ctx, "SELECT COALESCE(MAX(id), 0) FROM audit").Scan(&id); err != nil {
-		return err
 	}
 	for _, a := range t.audits {
 		id++

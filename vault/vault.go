@@ -27,6 +27,9 @@ type Vault struct {
 	actor string
 	db    *sql.DB // writers: every transaction is BEGIN IMMEDIATE
 	rdb   *sql.DB // readers: deferred, query-only transactions
+	ws    *stmtCache
+	rs    *stmtCache
+	r     cq // reads outside a transaction, through cached statements
 
 	mu     sync.Mutex
 	parent *Vault // lazily opened parent of a fork (read-only use)
@@ -177,7 +180,9 @@ func open(path string, opts Options) (*Vault, error) {
 	if opts.Actor == "" {
 		opts.Actor = defaultActor()
 	}
-	return &Vault{path: abs, actor: opts.Actor, db: db, rdb: rdb}, nil
+	v := &Vault{path: abs, actor: opts.Actor, db: db, rdb: rdb, ws: newStmtCache(db), rs: newStmtCache(rdb)}
+	v.r = cq{c: v.rs}
+	return v, nil
 }
 
 func newUUID() string {
@@ -217,7 +222,7 @@ func (v *Vault) init(ctx context.Context, name, parentName, parentUUID string, p
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
 		return storageErr("create vault", err)
 	}
-	t := &txn{ctx: ctx, tx: tx, v: v, now: now}
+	t := &txn{ctx: ctx, tx: cq{tx: tx}, v: v, now: now}
 	details := map[string]any{"name": name}
 	if parentName != "" {
 		details["parent"] = parentName
@@ -247,6 +252,8 @@ func (v *Vault) Close() error {
 	if v.parent != nil {
 		v.parent.Close()
 	}
+	v.ws.close()
+	v.rs.close()
 	err1 := v.rdb.Close()
 	err2 := v.db.Close()
 	if err := errors.Join(err1, err2); err != nil {

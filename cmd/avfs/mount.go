@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -61,10 +62,15 @@ func mountCommand(e *env) *cli.Command {
 					return err
 				}
 				ready := mountReady{Kind: "mount_ready", Vault: name, Dir: dir, PID: os.Getpid(), ReadOnly: c.Bool("readonly")}
-				if err := e.emit(ready, func(w io.Writer) error {
-					_, err := fmt.Fprintf(w, "mounted vault %s at %s (pid %d); stop with Ctrl-C or `avfs unmount %s`\n", name, dir, ready.PID, dir)
-					return err
-				}); err != nil {
+				// The ready document is one line, so a harness can read it with a line reader.
+				var werr error
+				if e.json {
+					e.printed = true
+					werr = json.NewEncoder(e.stdout).Encode(ready)
+				} else {
+					_, werr = fmt.Fprintf(e.stdout, "mounted vault %s at %s (pid %d); stop with Ctrl-C or `avfs unmount %s`\n", name, dir, ready.PID, dir)
+				}
+				if err := werr; err != nil {
 					sess.Unmount(true)
 					return err
 				}

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+func init() {
+	register("30-mount", mountBench)
+	// The bench binary serves go-fuse's loopback file system when asked, so
+	// that workloads never run inside the process that serves their mount.
+	if len(os.Args) == 4 && os.Args[1] == "-serve-loopback" {
+		serveLoopback(os.Args[2], os.Args[3])
+	}
+}
+
+func serveLoopback(orig, mnt string) {
+	root, err := fs.NewLoopbackRoot(orig)
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	sec := time.Second
+	server, err := fs.Mount(mnt, root, &fs.Options{
+		MountOptions: fuse.MountOptions{DirectMount: true, FsName: "loopback", Options: []string{"default_permissions"}, MaxWrite: 1 << 20, MaxReadAhead: 1 << 20},
+		EntryTimeout: &sec, AttrTimeout: &sec,
+	})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	fmt.Println("ready")
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	server.Unmount()
+	os.Exit(0)
+}
+
+// target is one place the workloads run in.
+type target struct {
+	name  string
+	dir   string
+	start func() error // (re)mounts; nil for a plain directory
+	stop  func() error
+}
+
+func mountBench(ctx context.Context, cfg config) ([]section, error) {
+	work := filepath.Join(cfg.Work, "mount")
+	plain := filepath.Join(work, "plain")
+	loopOrig, loopMnt := filepath.Join(work, "loop-orig"), filepath.Join(work, "loop-mnt")
+	avfsMnt, home := filepath.Join(work, "avfs-mnt"), filepath.Join(work, "avfs-home")
+	for _, d := range []string{plain, loopOrig, loopMnt, avfsMnt, home} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	self, _ := os.Executable()
+	var loopCmd, avfsCmd *exec.Cmd
+	startChild := func(c **exec.Cmd, name string, args []string, env []string) func() error {
+		return func() error {
+			cmd := exec.Command(name, args...)
+			cmd.Env = append(os.Environ(), env...)
+			cmd.Stderr = os.Stderr
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				return err
+			}
+			line, _ := bufio.NewReader(out).ReadString('\n')
+			if line != "ready\n" && !json.Valid([]byte(line)) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				return fmt.Errorf("%s: %q", name, line)
+			}
+			*c = cmd
+			return nil
+		}
+	}
+	stopChild := func(c **exec.Cmd) func() error {
+		return func() error {
+			if *c == nil {
+				return nil
+			}
+			(*c).Process.Signal(syscall.SIGTERM)
+			err := (*c).Wait()
+			*c = nil
+			return err
+		}
+	}
+	targets := []target{
+		{name: "plain directory", dir: plain},
+		{name: "go-fuse loopback", dir: loopMnt,
+			start: startChild(&loopCmd, self, []string{"-serve-loopback", loopOrig, loopMnt}, nil), stop: stopChild(&loopCmd)},
+		{name: "avfs mount", dir: avfsMnt,
+			start: startChild(&avfsCmd, cfg.Bin, []string{"--json", "mount", avfsMnt}, []string{"AVFS_HOME=" + home}), stop: stopChild(&avfsCmd)},
+	}
+	type workload struct {
+		name string
+		run  func(t target) (time.Duration, error)
+	}
+	const small = 10000
+	workloads := []workload{
+		{"100 MB sequential write", func(t target) (time.Duration, error) { return seqWrite(filepath.Join(t.dir, "big"), 100<<20) }},
+		{"100 MB sequential read, cold", func(t target) (time.Duration, error) {
+			if err := remount(t); err != nil {
+				return 0, err
+			}
+			return seqRead(filepath.Join(t.dir, "big"))
+		}},
+		{"100 MB sequential read, warm", func(t target) (time.Duration, error) { return seqRead(filepath.Join(t.dir, "big")) }},
+		{"10,000 small file creates", func(t target) (time.Duration, error) { return manyFiles(t.dir, small, "create") }},
+		{"10,000 stats (cold)", func(t target) (time.Duration, error) {
+			if err := remount(t); err != nil {
+				return 0, err
+			}
+			return manyFiles(t.dir, small, "stat")
+		}},
+		{"10,000 small file reads", func(t target) (time.Duration, error) { return manyFiles(t.dir, small, "read") }},
+		{"readdir of 10,000 entries", func(t target) (time.Duration, error) { return manyFiles(t.dir, small, "readdir") }},
+		{"rm -rf of 10,000 files", func(t target) (time.Duration, error) { return shell(t.dir, "rm -rf small") }},
+		{"git init, add and commit 2,000 files", func(t target) (time.Duration, error) {
+			return shell(t.dir, `mkdir repo && cd repo && git init -q . && git config user.email b@example.com && git config user.name B &&
+				for i in $(seq 1 2000); do echo "file $i" > f$i.txt; done && git add . && git commit -qm all`)
+		}},
+		{"git status (2,000 files)", func(t target) (time.Duration, error) { return shell(filepath.Join(t.dir, "repo"), "git status --porcelain >/dev/null") }},
+	}
+	results := make([][]time.Duration, len(workloads))
+	for ti, t := range targets {
+		if t.start != nil {
+			if err := t.start(); err != nil {
+				return nil, fmt.Errorf("%s: %w", t.name, err)
+			}
+		}
+		for wi, w := range workloads {
+			d, err := w.run(t)
+			if err != nil {
+				if t.stop != nil {
+					t.stop()
+				}
+				return nil, fmt.Errorf("%s on %s: %w", w.name, t.name, err)
+			}
+			if results[wi] == nil {
+				results[wi] = make([]time.Duration, len(targets))
+			}
+			results[wi][ti] = d
+		}
+		if t.stop != nil {
+			if err := t.stop(); err != nil {
+				return nil, fmt.Errorf("stop %s: %w", t.name, err)
+			}
+		}
+	}
+	var rows [][]string
+	for wi, w := range workloads {
+		r := results[wi]
+		ratio := float64(r[2]) / float64(r[1])
+		rows = append(rows, []string{w.name, fmtDur(r[0]), fmtDur(r[1]), fmtDur(r[2]), fmt.Sprintf("%.2f×", ratio)})
+	}
+	return []section{{
+		Title:  "Mount: plain directory, go-fuse loopback and avfs, one run",
+		Header: []string{"workload", "plain dir", "loopback (FUSE floor)", "avfs mount", "avfs / loopback"},
+		Rows:   rows,
+		Notes: []string{
+			"Targets: avfs within 1.5× of the loopback mount on metadata-heavy work and the git workload; warm re-reads at page-cache speed; cold sequential read at least 200 MB/s.",
+			"Cold reads and cold stats remount the FUSE targets and drop the kernel caches first (plain directory: caches dropped).",
+			"The loopback file system gets FUSE passthrough on this kernel for bulk data; a SQLite-backed file system has no backing file descriptor to pass through.",
+		},
+	}}, nil
+}
+
+// remount drops kernel caches, and remounts a FUSE target so nothing is cached.
+func remount(t target) error {
+	if t.stop != nil {
+		if err := t.stop(); err != nil {
+			return err
+		}
+	}
+	_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0)
+	if t.start != nil {
+		return t.start()
+	}
+	return nil
+}
+
+func seqWrite(p string, n int) (time.Duration, error) {
+	buf := make([]byte, 1<<20)
+	rand.Read(buf)
+	start := time.Now()
+	f, err := os.Create(p)
+	if err != nil {
+		return 0, err
+	}
+	for w := 0; w < n; w += len(buf) {
+		if _, err := f.Write(buf); err != nil {
+			f.Close()
+			return 0, err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+func seqRead(p string) (time.Duration, error) {
+	start := time.Now()
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	if _, err := io.Copy(io.Discard, f); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+func manyFiles(dir string, n int, op string) (time.Duration, error) {
+	base := filepath.Join(dir, "small")
+	start := time.Now()
+	switch op {
+	case "create":
+		if err := os.Mkdir(base, 0o755); err != nil {
+			return 0, err
+		}
+		data := make([]byte, 100)
+		for i := 0; i < n; i++ {
+			if err := os.WriteFile(filepath.Join(base, fmt.Sprintf("f%05d", i)), data, 0o644); err != nil {
+				return 0, err
+			}
+		}
+	case "stat":
+		for i := 0; i < n; i++ {
+			if _, err := os.Lstat(filepath.Join(base, fmt.Sprintf("f%05d", i))); err != nil {
+				return 0, err
+			}
+		}
+	case "read":
+		for i := 0; i < n; i++ {
+			if _, err := os.ReadFile(filepath.Join(base, fmt.Sprintf("f%05d", i))); err != nil {
+				return 0, err
+			}
+		}
+	case "readdir":
+		ents, err := os.ReadDir(base)
+		if err != nil {
+			return 0, err
+		}
+		if len(ents) != n {
+			return 0, fmt.Errorf("readdir found %d entries", len(ents))
+		}
+	}
+	return time.Since(start), nil
+}
+
+func shell(dir, script string) (time.Duration, error) {
+	start := time.Now()
+	cmd := exec.Command("sh", "-ec", script)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("%v: %s", err, out)
+	}
+	return time.Since(start), nil
+}
