@@ -247,7 +247,7 @@ func (v *Vault) SetAttr(ctx context.Context, ino uint64, s SetAttr) (Attr, error
 				return err
 			}
 		}
-		p, _ := pathOf(ctx, t.tx, in.ino)
+		p, _ := t.inoPath(in.ino)
 		t.audit(op, p, details)
 		a = in.attr()
 		return nil
@@ -296,7 +296,7 @@ func (v *Vault) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (A
 		if err := t.recordVersionAt(in, "", "write"); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
 			return err
 		}
-		path, _ := pathOf(ctx, t.tx, in.ino)
+		path, _ := t.inoPath(in.ino)
 		t.audit("write", path, map[string]any{"offset": off, "length": len(p), "size": in.size})
 		a = in.attr()
 		return nil
@@ -369,7 +369,7 @@ func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, indexes []i
 		if err := t.recordVersionAt(in, "", "write"); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
 			return err
 		}
-		path, _ := pathOf(ctx, t.tx, in.ino)
+		path, _ := t.inoPath(in.ino)
 		t.audit("write", path, map[string]any{"size": size, "chunks_written": len(indexes)})
 		a = in.attr()
 		return nil
@@ -491,7 +491,7 @@ func (v *Vault) changeXattr(ctx context.Context, ino uint64, name string, value 
 		if err := t.saveInode(in); err != nil {
 			return err
 		}
-		p, _ := pathOf(ctx, t.tx, in.ino)
+		p, _ := t.inoPath(in.ino)
 		op := "setxattr"
 		if remove {
 			op = "removexattr"

@@ -43,26 +43,36 @@ func (t *txn) recordVersionAt(in *inode, path, op string) error {
 	}
 	var n int64
 	var last *Version
-	row := t.tx.QueryRowContext(t.ctx, "SELECT n, op, kind, mode, size, target, chunks FROM versions WHERE ino = ? ORDER BY n DESC LIMIT 1", in.ino)
-	var lv Version
-	err := row.Scan(&lv.N, &lv.Op, &lv.Kind, &lv.Mode, &lv.Size, &lv.Target, &lv.chunks)
-	switch {
-	case err == nil:
-		last, n = &lv, lv.N
-	case !errors.Is(err, sql.ErrNoRows):
-		return err
+	var err error
+	if in.fresh && in.lastVersion == 0 {
+		// A file created in this transaction has no history yet.
+	} else if in.lastVersion > 0 {
+		n = in.lastVersion
+	} else {
+		row := t.tx.QueryRowContext(t.ctx, "SELECT n, op, kind, mode, size, target, chunks FROM versions WHERE ino = ? ORDER BY n DESC LIMIT 1", in.ino)
+		var lv Version
+		err = row.Scan(&lv.N, &lv.Op, &lv.Kind, &lv.Mode, &lv.Size, &lv.Target, &lv.chunks)
+		switch {
+		case err == nil:
+			last, n = &lv, lv.N
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
 	}
 	if last != nil && (last.Op == "delete") == (op == "delete") && last.Kind == in.kind && last.Mode == in.mode &&
 		last.Size == in.size && last.Target == in.target && bytes.Equal(last.chunks, in.chunks) {
 		return nil
 	}
 	if path == "" {
-		if path, err = pathOf(t.ctx, t.tx, in.ino); err != nil {
+		if path, err = t.inoPath(in.ino); err != nil {
 			return err
 		}
 	}
 	_, err = t.tx.ExecContext(t.ctx, "INSERT INTO versions (ino, n, path, op, time_ns, kind, mode, size, target, chunks) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		in.ino, n+1, path, op, t.now, in.kind, in.mode, in.size, in.target, in.chunks)
+	if err == nil && in.fresh {
+		in.lastVersion = n + 1
+	}
 	return err
 }
 

@@ -93,6 +93,10 @@ type inode struct {
 	xattrs   []byte // encoded extended attributes (see xattr.go)
 
 	oldSize int64 // size when loaded, for the byte counter
+	fresh   bool  // created in this transaction: no history yet
+	// lastVersion is the history version this transaction last recorded
+	// for a fresh inode (0: none yet).
+	lastVersion int64
 }
 
 func (in *inode) attr() Attr {
@@ -182,7 +186,7 @@ func (t *txn) newInode(kind Kind, mode, uid, gid uint32, target string) *inode {
 	ino := t.st.nextIno
 	t.st.nextIno++
 	in := &inode{ino: ino, kind: kind, mode: mode & 0o7777, uid: uid, gid: gid, nlink: 1,
-		mtime: t.now, ctime: t.now, atime: t.now, target: target, chunks: []byte{}, xattrs: []byte{}}
+		mtime: t.now, ctime: t.now, atime: t.now, target: target, chunks: []byte{}, xattrs: []byte{}, fresh: true}
 	if kind == KindDir {
 		in.nlink = 2
 	}
@@ -206,6 +210,11 @@ func (t *txn) setDentry(parent int64, name string, ino int64) error {
 	if err := t.dropDentry(parent, name); err != nil {
 		return err
 	}
+	return t.insertDentry(parent, name, ino)
+}
+
+// insertDentry adds parent/name -> ino where no live entry exists.
+func (t *txn) insertDentry(parent int64, name string, ino int64) error {
 	_, err := t.tx.ExecContext(t.ctx, "INSERT INTO dentries (parent, name, gen_from, ino) VALUES (?, ?, ?, ?)", parent, name, t.st.gen, ino)
 	return err
 }

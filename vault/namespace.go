@@ -2,6 +2,8 @@ package vault
 
 import (
 	"bytes"
+	"database/sql"
+	"errors"
 
 	"avfs/wire"
 )
@@ -38,7 +40,7 @@ func (t *txn) create(dir *inode, name string, kind Kind, mode, uid, gid uint32, 
 	if err := t.saveInode(in); err != nil {
 		return nil, err
 	}
-	if err := t.setDentry(dir.ino, name, in.ino); err != nil {
+	if err := t.insertDentry(dir.ino, name, in.ino); err != nil {
 		return nil, err
 	}
 	if kind == KindDir {
@@ -114,7 +116,7 @@ func (t *txn) unlinkEntry(dir *inode, name string, want Kind) (*inode, error) {
 		if !empty {
 			return nil, wire.Errorf(wire.CodeNotEmpty, "directory %q is not empty", name)
 		}
-		delete(t.dirs, in.ino)
+		t.paths = nil
 	}
 	// History names the file by the path it had.
 	var path string
@@ -126,6 +128,7 @@ func (t *txn) unlinkEntry(dir *inode, name string, want Kind) (*inode, error) {
 	if err := t.dropDentry(dir.ino, name); err != nil {
 		return nil, err
 	}
+	delete(t.paths, in.ino)
 	if err := t.release(in, path); err != nil {
 		return nil, err
 	}
@@ -150,18 +153,47 @@ func (t *txn) release(in *inode, path string) error {
 	return t.saveInode(in)
 }
 
+// inoPath is a live path of ino, remembered for the rest of the
+// transaction (until a rename or removal changes paths).
+func (t *txn) inoPath(ino int64) (string, error) {
+	if p, ok := t.paths[ino]; ok {
+		return p, nil
+	}
+	if ino == rootIno {
+		return "/", nil
+	}
+	var parent int64
+	var name string
+	err := t.tx.QueryRowContext(t.ctx, "SELECT parent, name FROM dentries WHERE ino = ? AND gen_to = ? ORDER BY parent, name LIMIT 1", ino, live).Scan(&parent, &name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", wire.Errorf(wire.CodeNotFound, "inode %d has no path", ino)
+	}
+	if err != nil {
+		return "", err
+	}
+	if len(t.paths) > 100000 {
+		t.paths = nil
+	}
+	pp, err := t.inoPath(parent)
+	if err != nil {
+		return "", err
+	}
+	p := pp + "/" + name
+	if pp == "/" {
+		p = "/" + name
+	}
+	if t.paths == nil {
+		t.paths = map[int64]string{}
+	}
+	t.paths[ino] = p
+	return p, nil
+}
+
 // childPath is the path of dir/name.
 func (t *txn) childPath(dir int64, name string) (string, error) {
-	p, ok := t.dirs[dir]
-	if !ok {
-		var err error
-		if p, err = pathOf(t.ctx, t.tx, dir); err != nil {
-			return "", err
-		}
-		if t.dirs == nil {
-			t.dirs = map[int64]string{}
-		}
-		t.dirs[dir] = p
+	p, err := t.inoPath(dir)
+	if err != nil {
+		return "", err
 	}
 	if p == "/" {
 		return "/" + name, nil
@@ -180,7 +212,7 @@ const (
 
 // rename moves odir/oname to ndir/nname with POSIX semantics.
 func (t *txn) rename(odir *inode, oname string, ndir *inode, nname string, flags RenameFlags) error {
-	t.dirs = nil // directory paths may change
+	t.paths = nil // paths may change
 	if err := validName(nname); err != nil {
 		return err
 	}

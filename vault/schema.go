@@ -30,7 +30,9 @@ CREATE TABLE state (
 	parent_name    TEXT    NOT NULL DEFAULT '',
 	parent_uuid    TEXT    NOT NULL DEFAULT '',
 	parent_gen     INTEGER NOT NULL DEFAULT 0,
-	forked_ns      INTEGER NOT NULL DEFAULT 0
+	forked_ns      INTEGER NOT NULL DEFAULT 0,
+	audit_id       INTEGER NOT NULL DEFAULT 0,   -- the audit chain's head: last row id
+	audit_hash     BLOB    NOT NULL DEFAULT x''  -- and its hash (so removing the tail is detected)
 );
 
 CREATE TABLE inodes (

@@ -48,7 +48,7 @@ type txn struct {
 	orig   state
 	now    int64
 	audits []auditRow
-	dirs   map[int64]string // paths of directories looked up in this transaction
+	paths  map[int64]string // inode paths looked up in this transaction
 }
 
 type auditRow struct {
