@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"avfs/wire"
@@ -75,16 +76,16 @@ type AuditReport struct {
 // edited, removed or reordered.
 func (v *Vault) VerifyAudit(ctx context.Context) (AuditReport, error) {
 	rep := AuditReport{Problems: []Issue{}}
-	err := v.view(ctx, "verify audit log", func(q querier, _ state) error {
+	err := v.view(ctx, "verify audit log", func(q querier, st state) error {
 		var err error
-		rep.Problems, rep.Entries, err = verifyAuditChain(ctx, q)
+		rep.Problems, rep.Entries, err = verifyAuditChain(ctx, q, st)
 		return err
 	})
 	rep.OK = err == nil && len(rep.Problems) == 0
 	return rep, err
 }
 
-func verifyAuditChain(ctx context.Context, q querier) ([]Issue, int64, error) {
+func verifyAuditChain(ctx context.Context, q querier, st state) ([]Issue, int64, error) {
 	rows, err := q.QueryContext(ctx, "SELECT id, time_ns, op, path, details, actor, prev_hash, hash FROM audit ORDER BY id")
 	if err != nil {
 		return nil, 0, err
@@ -112,7 +113,13 @@ func verifyAuditChain(ctx context.Context, q querier) ([]Issue, int64, error) {
 		}
 		prev, lastID = hash, id
 	}
-	return problems, n, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, n, err
+	}
+	if lastID != st.auditID || (st.auditID > 0 && !bytes.Equal(prev, []byte(st.auditHash))) {
+		problems = append(problems, Issue{Check: "audit_chain", Message: fmt.Sprintf("the log ends at row %d but the vault recorded row %d as its last (rows were removed from the end, or the head was edited)", lastID, st.auditID)})
+	}
+	return problems, n, nil
 }
 
 // auditError is returned by commands that verify and find problems.

@@ -48,3 +48,20 @@ func TestAuditChainDetectsTampering(t *testing.T) {
 		})
 	}
 }
+
+func TestAuditDetectsRemovedTail(t *testing.T) {
+	_, v := newVault(t)
+	write(t, v, "/a", "1")
+	write(t, v, "/b", "2")
+	db, err := sql.Open("sqlite3", v.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("DELETE FROM audit WHERE id = (SELECT MAX(id) FROM audit)"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if rep, _ := v.VerifyAudit(context.Background()); rep.OK {
+		t.Fatal("a log with its last row removed passes")
+	}
+}

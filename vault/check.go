@@ -161,7 +161,7 @@ func (v *Vault) Check(ctx context.Context) (CheckReport, error) {
 		if files != st.files || bytesTotal != st.bytes {
 			add("counters", fmt.Sprintf("usage counters say %d files, %d bytes; the inodes hold %d files, %d bytes", st.files, st.bytes, files, bytesTotal), nil)
 		}
-		problems, _, err := verifyAuditChain(ctx, q)
+		problems, _, err := verifyAuditChain(ctx, q, st)
 		if err != nil {
 			return err
 		}

@@ -123,8 +123,15 @@ func buildFork(ctx context.Context, tmp string, parent *Vault, dst, uuid string,
 		}
 	}
 	t := &txn{ctx: ctx, tx: cq{tx: tx}, v: &Vault{actor: actor}, now: now}
+	if t.st, err = scanState(t.tx.QueryRowContext(ctx, "SELECT "+stateCols+" FROM state WHERE id = 1")); err != nil {
+		return err
+	}
+	t.orig = t.st
 	t.audit("vault.fork", "/", map[string]any{"name": dst, "parent": pst.name, "parent_generation": g})
 	if err := t.flushAudit(); err != nil {
+		return err
+	}
+	if err := t.saveState(); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {

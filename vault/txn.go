@@ -21,14 +21,16 @@ type state struct {
 	maxBytes, maxFiles, maxFileBytes int64
 	parentName, parentUUID           string
 	parentGen, forkedNS              int64
+	auditID                          int64  // the audit chain's head: last row id
+	auditHash                        string // and its hash
 }
 
-const stateCols = `uuid, name, created_ns, gen, next_ino, files, bytes, max_bytes, max_files, max_file_bytes, parent_name, parent_uuid, parent_gen, forked_ns`
+const stateCols = `uuid, name, created_ns, gen, next_ino, files, bytes, max_bytes, max_files, max_file_bytes, parent_name, parent_uuid, parent_gen, forked_ns, audit_id, audit_hash`
 
 func scanState(row *sql.Row) (state, error) {
 	var s state
 	err := row.Scan(&s.uuid, &s.name, &s.createdNS, &s.gen, &s.nextIno, &s.files, &s.bytes,
-		&s.maxBytes, &s.maxFiles, &s.maxFileBytes, &s.parentName, &s.parentUUID, &s.parentGen, &s.forkedNS)
+		&s.maxBytes, &s.maxFiles, &s.maxFileBytes, &s.parentName, &s.parentUUID, &s.parentGen, &s.forkedNS, &s.auditID, &s.auditHash)
 	return s, err
 }
 
@@ -75,20 +77,30 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 	if err := t.checkQuota(); err != nil {
 		return wrapOp(op, err)
 	}
-	if t.st != t.orig {
-		if _, err := t.tx.ExecContext(ctx, `UPDATE state SET gen=?, next_ino=?, files=?, bytes=?, max_bytes=?, max_files=?, max_file_bytes=?, parent_name=?, parent_uuid=?, parent_gen=?, forked_ns=?, name=? WHERE id = 1`,
-			t.st.gen, t.st.nextIno, t.st.files, t.st.bytes, t.st.maxBytes, t.st.maxFiles, t.st.maxFileBytes,
-			t.st.parentName, t.st.parentUUID, t.st.parentGen, t.st.forkedNS, t.st.name); err != nil {
-			return storageErr(op, err)
-		}
-	}
 	if err := t.flushAudit(); err != nil {
 		return wrapOp(op, err)
+	}
+	if err := t.saveState(); err != nil {
+		return storageErr(op, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return storageErr(op, err)
 	}
 	return nil
+}
+
+// saveState writes the state row if the transaction changed it.
+func (t *txn) saveState() error {
+	if t.st == t.orig {
+		return nil
+	}
+	_, err := t.tx.ExecContext(t.ctx, `UPDATE state SET gen=?, next_ino=?, files=?, bytes=?, max_bytes=?, max_files=?, max_file_bytes=?, parent_name=?, parent_uuid=?, parent_gen=?, forked_ns=?, name=?, audit_id=?, audit_hash=? WHERE id = 1`,
+		t.st.gen, t.st.nextIno, t.st.files, t.st.bytes, t.st.maxBytes, t.st.maxFiles, t.st.maxFileBytes,
+		t.st.parentName, t.st.parentUUID, t.st.parentGen, t.st.forkedNS, t.st.name, t.st.auditID, []byte(t.st.auditHash))
+	if err == nil {
+		t.orig = t.st
+	}
+	return err
 }
 
 // view runs fn in one read transaction (a consistent snapshot).
@@ -141,13 +153,9 @@ func (t *txn) flushAudit() error {
 	if len(t.audits) == 0 {
 		return nil
 	}
-	var prev []byte
-	var id int64
-	err := t.tx.QueryRowContext(t.ctx, "SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1").Scan(&id, &prev)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return err
-	}
-	if prev == nil {
+	// The chain's head lives in the state row, read at the start of the transaction.
+	id, prev := t.st.auditID, []byte(t.st.auditHash)
+	if len(prev) == 0 {
 		prev = make([]byte, sha256.Size)
 	}
 	for _, a := range t.audits {
@@ -168,6 +176,7 @@ func (t *txn) flushAudit() error {
 		prev = h
 	}
 	t.audits = nil
+	t.st.auditID, t.st.auditHash = id, string(prev)
 	return nil
 }
 

@@ -223,6 +223,10 @@ func (v *Vault) init(ctx context.Context, name, parentName, parentUUID string, p
 		return storageErr("create vault", err)
 	}
 	t := &txn{ctx: ctx, tx: cq{tx: tx}, v: v, now: now}
+	if t.st, err = scanState(t.tx.QueryRowContext(ctx, "SELECT "+stateCols+" FROM state WHERE id = 1")); err != nil {
+		return storageErr("create vault", err)
+	}
+	t.orig = t.st
 	details := map[string]any{"name": name}
 	if parentName != "" {
 		details["parent"] = parentName
@@ -231,6 +235,9 @@ func (v *Vault) init(ctx context.Context, name, parentName, parentUUID string, p
 	t.audit("vault.create", "/", details)
 	if err := t.flushAudit(); err != nil {
 		return err
+	}
+	if err := t.saveState(); err != nil {
+		return storageErr("create vault", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return storageErr("create vault", err)

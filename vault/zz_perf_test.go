@@ -56,4 +56,3 @@ func TestZZEmptyTx(t *testing.T) {
 	}
 	t.Logf("raw begin/update/commit %v", time.Since(s)/1000)
 }
-
