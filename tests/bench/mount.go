@@ -135,7 +135,9 @@ func mountBench(ctx context.Context, cfg config) ([]section, error) {
 			return shell(t.dir, `mkdir repo && cd repo && git init -q . && git config user.email b@example.com && git config user.name B &&
 				for i in $(seq 1 2000); do echo "file $i" > f$i.txt; done && git add . && git commit -qm all`)
 		}},
-		{"git status (2,000 files)", func(t target) (time.Duration, error) { return shell(filepath.Join(t.dir, "repo"), "git status --porcelain >/dev/null") }},
+		{"git status (2,000 files)", func(t target) (time.Duration, error) {
+			return shell(filepath.Join(t.dir, "repo"), "git status --porcelain >/dev/null")
+		}},
 	}
 	results := make([][]time.Duration, len(workloads))
 	for ti, t := range targets {
