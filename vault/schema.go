@@ -117,6 +117,23 @@ CREATE TABLE locks (
 	info     TEXT    NOT NULL DEFAULT ''
 );
 
+-- approvals holds requests to run a command that the policy sent for
+-- approval, bound to a digest of exactly what would run.
+CREATE TABLE approvals (
+	id          TEXT PRIMARY KEY,
+	status      TEXT    NOT NULL,  -- pending, granted, denied, used
+	created_ns  INTEGER NOT NULL,
+	expires_ns  INTEGER NOT NULL,
+	digest      TEXT    NOT NULL,
+	request     TEXT    NOT NULL,  -- JSON: argv, shell, cwd, vault, bundle revision, reasons
+	reason      TEXT    NOT NULL DEFAULT '',
+	decided_by  TEXT    NOT NULL DEFAULT '',
+	decided_ns  INTEGER NOT NULL DEFAULT 0,
+	grant_mac   TEXT    NOT NULL DEFAULT '',
+	used_ns     INTEGER NOT NULL DEFAULT 0,
+	exec_id     TEXT    NOT NULL DEFAULT ''
+);
+
 -- forks lists the live forks that borrow chunks from this vault.
 CREATE TABLE forks (
 	uuid       TEXT PRIMARY KEY,

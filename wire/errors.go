@@ -11,27 +11,30 @@ type Code string
 
 // The error codes. Documented in docs/errors.md; never renamed.
 const (
-	CodeNotFound           Code = "not_found"            // a path does not exist in the vault
-	CodeAlreadyExists      Code = "already_exists"       // the target path or vault already exists
-	CodeInvalidPath        Code = "invalid_path"         // a vault path is malformed or escapes the root
-	CodeInvalidInput       Code = "invalid_input"        // a flag, name or argument is not acceptable
-	CodeUsage              Code = "usage"                // the command line itself is wrong
-	CodeNotDir             Code = "not_a_directory"      // a path component is not a directory
-	CodeIsDir              Code = "is_a_directory"       // a file operation named a directory
-	CodeNotEmpty           Code = "directory_not_empty"  // rmdir or rename over a non-empty directory
-	CodeVaultNotFound      Code = "vault_not_found"      // no vault by that name
-	CodeVaultBusy          Code = "vault_busy"           // the vault is locked by another user (mount, writer)
-	CodeVaultHasForks      Code = "vault_has_forks"      // delete refused: live forks borrow from this vault
-	CodeQuotaExceeded      Code = "quota_exceeded"       // the write would exceed a quota; nothing changed
-	CodeCheckpointNotFound Code = "checkpoint_not_found" // no checkpoint by that id or name
-	CodeVersionNotFound    Code = "version_not_found"    // no such version in a file's history
-	CodeIntegrity          Code = "integrity_failed"     // vault check or audit verify found problems
-	CodeHostIO             Code = "host_io"              // reading or writing the host file system failed
-	CodeFuseUnavailable    Code = "fuse_unavailable"     // FUSE cannot be used here (no /dev/fuse, no permission, no fusermount3)
-	CodeMountFailed        Code = "mount_failed"         // mounting or unmounting failed
-	CodeMountBusy          Code = "mount_busy"           // the mount is in use; details name the processes holding it
-	CodeNotMounted         Code = "not_mounted"          // the directory is not an avfs mount
-	CodeInternal           Code = "internal"             // a bug or an unexpected storage failure
+	CodeNotFound           Code = "not_found"             // a path does not exist in the vault
+	CodeAlreadyExists      Code = "already_exists"        // the target path or vault already exists
+	CodeInvalidPath        Code = "invalid_path"          // a vault path is malformed or escapes the root
+	CodeInvalidInput       Code = "invalid_input"         // a flag, name or argument is not acceptable
+	CodeUsage              Code = "usage"                 // the command line itself is wrong
+	CodeNotDir             Code = "not_a_directory"       // a path component is not a directory
+	CodeIsDir              Code = "is_a_directory"        // a file operation named a directory
+	CodeNotEmpty           Code = "directory_not_empty"   // rmdir or rename over a non-empty directory
+	CodeVaultNotFound      Code = "vault_not_found"       // no vault by that name
+	CodeVaultBusy          Code = "vault_busy"            // the vault is locked by another user (mount, writer)
+	CodeVaultHasForks      Code = "vault_has_forks"       // delete refused: live forks borrow from this vault
+	CodeQuotaExceeded      Code = "quota_exceeded"        // the write would exceed a quota; nothing changed
+	CodeCheckpointNotFound Code = "checkpoint_not_found"  // no checkpoint by that id or name
+	CodeVersionNotFound    Code = "version_not_found"     // no such version in a file's history
+	CodeIntegrity          Code = "integrity_failed"      // vault check or audit verify found problems
+	CodeHostIO             Code = "host_io"               // reading or writing the host file system failed
+	CodeFuseUnavailable    Code = "fuse_unavailable"      // FUSE cannot be used here (no /dev/fuse, no permission, no fusermount3)
+	CodeMountFailed        Code = "mount_failed"          // mounting or unmounting failed
+	CodeMountBusy          Code = "mount_busy"            // the mount is in use; details name the processes holding it
+	CodeNotMounted         Code = "not_mounted"           // the directory is not an avfs mount
+	CodeApprovalNotFound   Code = "approval_not_found"    // no approval with that id
+	CodeApprovalRejected   Code = "approval_rejected"     // the approval does not allow this run (pending, denied, used, expired, another command, bad grant)
+	CodeApproverKey        Code = "approver_key_required" // granting needs the approver secret, which was not given or is wrong
+	CodeInternal           Code = "internal"              // a bug or an unexpected storage failure
 )
 
 // Exit statuses of avfs commands (except proxy exec, which follows timeout(1)).
