@@ -262,7 +262,7 @@ func (v *Vault) DeleteCheckpoint(ctx context.Context, ref string) (Checkpoint, e
 }
 
 // dropUnpinnedRows deletes closed rows visible at gen g (or at any gen when
-// g is 0) that no checkpoint and no fork needs any more.
+// g is 0) that no checkpoint, fork or mark needs any more.
 func dropUnpinnedRows(ctx context.Context, q querier, g int64) error {
 	for _, tbl := range []string{"inodes", "dentries"} {
 		cond := ""
@@ -273,7 +273,8 @@ func dropUnpinnedRows(ctx context.Context, q querier, g int64) error {
 		}
 		if _, err := q.ExecContext(ctx, `DELETE FROM `+tbl+` WHERE gen_to < ?`+cond+`
 			AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.gen >= `+tbl+`.gen_from AND c.gen < `+tbl+`.gen_to)
-			AND NOT EXISTS (SELECT 1 FROM forks f WHERE f.gen >= `+tbl+`.gen_from AND f.gen < `+tbl+`.gen_to)`, args...); err != nil {
+			AND NOT EXISTS (SELECT 1 FROM forks f WHERE f.gen >= `+tbl+`.gen_from AND f.gen < `+tbl+`.gen_to)
+			AND NOT EXISTS (SELECT 1 FROM marks m WHERE m.gen >= `+tbl+`.gen_from AND m.gen < `+tbl+`.gen_to)`, args...); err != nil {
 			return err
 		}
 	}

@@ -117,6 +117,15 @@ CREATE TABLE locks (
 	info     TEXT    NOT NULL DEFAULT ''
 );
 
+-- marks pin a generation for a while, like an unnamed checkpoint that
+-- nobody restores: a run records one to list what it changed.
+CREATE TABLE marks (
+	id         INTEGER PRIMARY KEY,
+	gen        INTEGER NOT NULL,
+	created_ns INTEGER NOT NULL,
+	purpose    TEXT    NOT NULL DEFAULT ''
+);
+
 -- approvals holds requests to run a command that the policy sent for
 -- approval, bound to a digest of exactly what would run.
 CREATE TABLE approvals (
