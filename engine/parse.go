@@ -1,0 +1,271 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/shlex"
+
+	"avfs/wire"
+)
+
+// ParseRequest is what engine.Parse needs.
+type ParseRequest struct {
+	Argv    []string // the command words (after `--`); exactly one of Argv or Shell
+	Shell   string   // a shell script given with --shell "…"
+	Cwd     string   // vault-absolute working dir, "" means "/"
+	Env     []string // names of env vars the command will see (values never)
+	PathEnv string   // PATH used to resolve program_path ("" = os PATH)
+	Vault   wire.VaultInput
+	Request wire.RequestInput
+}
+
+// Origins of a command (wire.Command.Origin).
+const (
+	originArgv         = "argv"
+	originScript       = "script"
+	originSubstitution = "substitution"
+	originEval         = "eval"
+	originXargs        = "xargs"
+	originFind         = "find"
+)
+
+// Sources of a path (wire.Path.Source).
+const (
+	sourceArg      = "arg"
+	sourceRedirect = "redirect"
+)
+
+// Limits that keep a hostile command from making parsing slow or deep.
+const (
+	// maxInputBytes caps the argv words (or the script) together. Linux
+	// caps one exec argument at 128 KiB, so real commands stay far below.
+	maxInputBytes = 1 << 20
+	// maxScriptDepth caps scripts inside scripts (sh -c in sh -c, eval in
+	// eval). Deeper nesting is recorded as a parse error.
+	maxScriptDepth = 8
+	// maxWrappers caps how many wrappers are peeled off one command.
+	maxWrappers = 64
+)
+
+// Parse reads one command — an argv or a shell script — into the policy
+// input document. It fails only on unusable input (a *wire.Error with code
+// invalid_input): no command, both or neither of Argv and Shell, invalid
+// UTF-8, a NUL byte, or more than 1 MiB. A script that does not parse is not
+// an error: Script.ParseError records why and the policy decides. Parse runs
+// nothing; it only looks programs up on PATH. It returns ctx's error when
+// ctx is done.
+func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkRequest(&req); err != nil {
+		return nil, err
+	}
+	b := &builder{
+		ctx:      ctx,
+		pathEnv:  req.PathEnv,
+		commands: make([]wire.Command, 0, 4),
+		paths:    []wire.Path{},
+	}
+	if req.PathEnv == "" {
+		b.pathEnv = os.Getenv("PATH")
+	}
+	cwd := cleanCwd(req.Cwd)
+	dir := dirState{kind: dirVault, path: cwd}
+	if req.Shell != "" {
+		b.script = newScript(req.Shell, "")
+		b.parseScript(scope{origin: originScript, dir: &dir, pipeLen: 1}, req.Shell, "")
+	} else {
+		words := make([]word, len(req.Argv))
+		for i, a := range req.Argv {
+			words[i] = word{text: a, literal: true}
+		}
+		sc := scope{origin: originArgv, dir: &dir, pipeLen: 1}
+		b.addCommand(&sc, words, cmdExtra{raw: quoteArgv(req.Argv)})
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	in := &wire.Input{
+		SchemaVersion: wire.InputSchemaVersion,
+		Commands:      b.commands,
+		Script:        b.script,
+		Paths:         b.paths,
+		Cwd:           cwd,
+		Env:           envNames(req.Env),
+		Vault:         req.Vault,
+		Request:       req.Request,
+	}
+	if len(b.commands) > 0 {
+		in.Command = b.commands[0]
+	} else {
+		in.Command = newCommand(originScript)
+	}
+	return in, nil
+}
+
+// ParseLine splits one command line with google/shlex (for callers that get
+// a single string) and returns Argv. Quotes and backslashes are removed, a
+// word starting with # begins a comment; no other shell syntax is
+// understood. An unterminated quote, a trailing backslash, invalid UTF-8 or
+// a line without words is an invalid_input error.
+func ParseLine(line string) ([]string, error) {
+	if !utf8.ValidString(line) {
+		return nil, wire.Errorf(wire.CodeInvalidInput, "parse command: the command line is not valid UTF-8")
+	}
+	if strings.IndexByte(line, 0) >= 0 {
+		return nil, wire.Errorf(wire.CodeInvalidInput, "parse command: the command line contains a NUL byte")
+	}
+	argv, err := shlex.Split(line)
+	if err != nil {
+		msg := err.Error()
+		switch {
+		case strings.Contains(msg, "closing quote"):
+			return nil, wire.Errorf(wire.CodeInvalidInput, "parse command: unterminated quote")
+		case strings.Contains(msg, "escape character"):
+			return nil, wire.Errorf(wire.CodeInvalidInput, "parse command: trailing backslash")
+		}
+		return nil, wire.Errorf(wire.CodeInvalidInput, "parse command: %s", msg)
+	}
+	if len(argv) == 0 {
+		return nil, wire.Errorf(wire.CodeInvalidInput, "parse command: empty command")
+	}
+	return argv, nil
+}
+
+// checkRequest rejects requests Parse cannot read.
+func checkRequest(req *ParseRequest) error {
+	switch {
+	case len(req.Argv) > 0 && req.Shell != "":
+		return wire.Errorf(wire.CodeInvalidInput, "parse command: give either argv or a shell script, not both")
+	case len(req.Argv) == 0 && req.Shell == "":
+		return wire.Errorf(wire.CodeInvalidInput, "parse command: empty command: give argv or a shell script")
+	case req.Shell != "":
+		if strings.TrimSpace(req.Shell) == "" {
+			return wire.Errorf(wire.CodeInvalidInput, "parse command: empty command: the shell script is blank")
+		}
+		if err := checkText("the shell script", req.Shell); err != nil {
+			return err
+		}
+		if len(req.Shell) > maxInputBytes {
+			return wire.Errorf(wire.CodeInvalidInput, "parse command: the shell script is longer than %d bytes", maxInputBytes)
+		}
+	default:
+		if req.Argv[0] == "" {
+			return wire.Errorf(wire.CodeInvalidInput, "parse command: empty command: the program name is empty")
+		}
+		n := 0
+		for i, a := range req.Argv {
+			if err := checkText("argument "+strconv.Itoa(i), a); err != nil {
+				return err
+			}
+			n += len(a) + 1
+		}
+		if n > maxInputBytes {
+			return wire.Errorf(wire.CodeInvalidInput, "parse command: the command is longer than %d bytes", maxInputBytes)
+		}
+	}
+	if !utf8.ValidString(req.Cwd) {
+		return wire.Errorf(wire.CodeInvalidInput, "parse command: the working directory is not valid UTF-8")
+	}
+	return nil
+}
+
+// checkText rejects text that no program could receive: invalid UTF-8 (a
+// policy could not match it reliably) and NUL bytes (exec cannot pass them).
+func checkText(what, s string) error {
+	if !utf8.ValidString(s) {
+		return wire.Errorf(wire.CodeInvalidInput, "parse command: %s is not valid UTF-8", what)
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return wire.Errorf(wire.CodeInvalidInput, "parse command: %s contains a NUL byte", what)
+	}
+	return nil
+}
+
+// cleanCwd makes the request's working directory vault-absolute and clean.
+func cleanCwd(cwd string) string {
+	if cwd == "" {
+		return "/"
+	}
+	return path.Clean("/" + cwd)
+}
+
+// envNames returns the sorted, de-duplicated variable names, dropping any
+// "=value" a caller passed by mistake so values never reach the policy.
+func envNames(env []string) []string {
+	names := make([]string, 0, len(env))
+	for _, e := range env {
+		if i := strings.IndexByte(e, '='); i >= 0 {
+			e = e[:i]
+		}
+		if e != "" {
+			names = append(names, e)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// newScript returns an empty Script for source run by shell.
+func newScript(source, shell string) *wire.Script {
+	return &wire.Script{
+		Source:    source,
+		Shell:     shell,
+		Redirects: []wire.Redirect{},
+		Functions: []string{},
+	}
+}
+
+// newCommand returns a command with every slice and map non-nil, so the
+// JSON document never holds null where Rego iterates.
+func newCommand(origin string) wire.Command {
+	return wire.Command{
+		Argv:        []string{},
+		Args:        []string{},
+		Flags:       []string{},
+		FlagValues:  map[string]string{},
+		Operands:    []string{},
+		Wrappers:    []wire.Wrapper{},
+		Assignments: map[string]string{},
+		Redirects:   []wire.Redirect{},
+		Origin:      origin,
+		PipelineLen: 1,
+	}
+}
+
+// quoteArgv renders argv as a shell would need it typed: words that are
+// not plain are single-quoted.
+func quoteArgv(argv []string) string {
+	var sb strings.Builder
+	for i, a := range argv {
+		if i > 0 {
+			sb.WriteByte(' ')
+		}
+		quoteWord(&sb, a)
+	}
+	return sb.String()
+}
+
+// quoteWord writes s to sb, single-quoted unless every byte is plain.
+func quoteWord(sb *strings.Builder, s string) {
+	plain := s != ""
+	for i := 0; i < len(s) && plain; i++ {
+		c := s[i]
+		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.IndexByte("@%+=:,./_-", c) >= 0
+	}
+	if plain {
+		sb.WriteString(s)
+		return
+	}
+	sb.WriteByte('\'')
+	sb.WriteString(strings.ReplaceAll(s, "'", `'\''`))
+	sb.WriteByte('\'')
+}

@@ -1,0 +1,619 @@
+package engine
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+
+	"mvdan.cc/sh/v3/syntax"
+
+	"avfs/wire"
+)
+
+// parsers reuses bash parsers: a parser holds a few KiB of buffers and is
+// reset by every Parse call, and the trees it returns do not borrow them.
+var parsers = sync.Pool{New: func() any {
+	return syntax.NewParser(syntax.Variant(syntax.LangBash))
+}}
+
+// parseScript parses src as a bash script and records every simple command
+// in it under sc. The first script parsed becomes Input.Script (run by
+// shell); scripts found inside it (bash -c in a script, eval strings) add
+// their commands, redirects and functions to the same Script. A script
+// that does not parse, or is nested too deep, sets Script.ParseError.
+func (b *builder) parseScript(sc scope, src, shell string) {
+	if b.script == nil {
+		b.script = newScript(src, shell)
+	}
+	if sc.depth > maxScriptDepth {
+		b.parseError("scripts nested more than " + strconv.Itoa(maxScriptDepth) + " deep")
+		return
+	}
+	if err := b.ctx.Err(); err != nil {
+		b.err = err
+		return
+	}
+	p := parsers.Get().(*syntax.Parser)
+	f, err := p.Parse(strings.NewReader(src), "")
+	parsers.Put(p)
+	if err != nil {
+		b.parseError(err.Error())
+		return
+	}
+	sc.src = src
+	b.walkStmts(&sc, f.Stmts)
+}
+
+// parseError records the first parse error of the script.
+func (b *builder) parseError(msg string) {
+	if b.script.ParseError == "" {
+		b.script.ParseError = msg
+	}
+}
+
+// walkStmts records the commands of a statement list, in order.
+func (b *builder) walkStmts(sc *scope, stmts []*syntax.Stmt) {
+	for _, s := range stmts {
+		if b.err != nil {
+			return
+		}
+		b.walkStmt(sc, s)
+	}
+}
+
+// walkStmt records the commands of one statement and its redirections.
+func (b *builder) walkStmt(sc *scope, s *syntax.Stmt) {
+	if s == nil {
+		return
+	}
+	start := len(b.commands)
+	before := *sc.dir // redirections are opened before the command runs
+	redirs, stdinSubst := b.redirects(sc, s.Redirs)
+	switch c := s.Cmd.(type) {
+	case *syntax.CallExpr:
+		b.callExpr(sc, s, c, redirs, stdinSubst)
+	case nil:
+		b.addBare(sc, s, nil, redirs)
+	default:
+		b.compound(sc, s, c)
+		if len(redirs) == 0 {
+			break
+		}
+		if len(b.commands) == start {
+			at := *sc
+			at.dir = &before
+			b.addBare(&at, s, nil, redirs)
+			break
+		}
+		for i := start; i < len(b.commands); i++ {
+			for _, r := range redirs {
+				b.commands[i].Redirects = append(b.commands[i].Redirects, r.wire)
+			}
+		}
+		for _, r := range redirs {
+			if r.isPath {
+				b.addPath(r.target, before, sourceRedirect, start)
+			}
+		}
+	}
+	for _, r := range s.Redirs {
+		if r.Word != nil {
+			b.walkSubst(sc, r.Word)
+		}
+		if r.Hdoc != nil {
+			b.walkSubst(sc, r.Hdoc) // a heredoc body is not a command, but $(…) in it runs
+		}
+	}
+}
+
+// callExpr records a simple command: its words after expansion markers are
+// resolved, then the substitutions inside its words.
+func (b *builder) callExpr(sc *scope, s *syntax.Stmt, c *syntax.CallExpr, redirs []redir, stdinSubst bool) {
+	assigns := make([]assignment, 0, len(c.Assigns))
+	for _, a := range c.Assigns {
+		if a != nil && a.Name != nil {
+			assigns = append(assigns, assignment{name: a.Name.Value, value: b.assignValue(sc.src, a)})
+		}
+	}
+	if len(c.Args) == 0 {
+		b.addBare(sc, s, assigns, redirs)
+	} else {
+		words := make([]word, len(c.Args))
+		for i, w := range c.Args {
+			words[i] = b.word(sc.src, w)
+		}
+		b.addCommand(sc, words, cmdExtra{raw: stmtSource(sc.src, s), assigns: assigns, redirs: redirs, stdinSubst: stdinSubst})
+	}
+	b.walkSubst(sc, c)
+}
+
+// addBare records a statement without a program — only assignments or
+// redirections (`> file`, `FOO=bar`) — as a command with an empty argv,
+// so its paths and assignments have a command to belong to.
+func (b *builder) addBare(sc *scope, s *syntax.Stmt, assigns []assignment, redirs []redir) {
+	if len(assigns) == 0 && len(redirs) == 0 {
+		return
+	}
+	cmd := newCommand(sc.origin)
+	cmd.Raw = stmtSource(sc.src, s)
+	cmd.Pipeline, cmd.PipelineLen = sc.pipe, sc.pipeLen
+	idx := len(b.commands)
+	for _, a := range assigns {
+		cmd.Assignments[a.name] = a.value.text
+		if !a.value.literal {
+			cmd.Dynamic = true
+		}
+		if looksLikePath(a.value) {
+			b.addPath(a.value, *sc.dir, sourceArg, idx)
+		}
+	}
+	for _, r := range redirs {
+		cmd.Redirects = append(cmd.Redirects, r.wire)
+		if r.isPath {
+			b.addPath(r.target, *sc.dir, sourceRedirect, idx)
+		}
+	}
+	b.commands = append(b.commands, cmd)
+}
+
+// compound records the commands inside a compound command.
+func (b *builder) compound(sc *scope, s *syntax.Stmt, cmd syntax.Command) {
+	switch c := cmd.(type) {
+	case *syntax.Block:
+		b.walkStmts(sc, c.Stmts)
+	case *syntax.Subshell:
+		sub := sc.child()
+		b.walkStmts(&sub, c.Stmts)
+	case *syntax.BinaryCmd:
+		if c.Op == syntax.Pipe || c.Op == syntax.PipeAll {
+			b.pipeline(sc, c)
+		} else {
+			b.walkStmt(sc, c.X)
+			b.walkStmt(sc, c.Y)
+		}
+	case *syntax.IfClause:
+		for ; c != nil; c = c.Else {
+			b.walkStmts(sc, c.Cond)
+			b.walkStmts(sc, c.Then)
+		}
+	case *syntax.WhileClause:
+		b.walkStmts(sc, c.Cond)
+		b.walkStmts(sc, c.Do)
+	case *syntax.ForClause:
+		if c.Loop != nil {
+			b.walkSubst(sc, c.Loop)
+		}
+		b.walkStmts(sc, c.Do)
+	case *syntax.CaseClause:
+		if c.Word != nil {
+			b.walkSubst(sc, c.Word)
+		}
+		for _, item := range c.Items {
+			for _, p := range item.Patterns {
+				b.walkSubst(sc, p)
+			}
+			b.walkStmts(sc, item.Stmts)
+		}
+	case *syntax.FuncDecl:
+		if c.Name != nil {
+			b.function(c.Name.Value)
+		}
+		for _, n := range c.Names {
+			b.function(n.Value)
+		}
+		body := sc.child()
+		body.pipe, body.pipeLen, body.pipeReader = 0, 1, false
+		b.walkStmt(&body, c.Body)
+	case *syntax.TestDecl:
+		if c.Description != nil {
+			b.walkSubst(sc, c.Description)
+		}
+		body := sc.child()
+		b.walkStmt(&body, c.Body)
+	case *syntax.DeclClause:
+		b.declClause(sc, s, c)
+	case *syntax.TimeClause:
+		start := len(b.commands)
+		b.walkStmt(sc, c.Stmt)
+		if _, ok := stmtCmd(c.Stmt).(*syntax.CallExpr); ok && len(b.commands) > start {
+			w := newWrapper("time")
+			if c.PosixFormat {
+				w.Argv = append(w.Argv, "-p")
+				w.Flags = append(w.Flags, "-p")
+			}
+			cmd := &b.commands[start]
+			cmd.Wrappers = append([]wire.Wrapper{w}, cmd.Wrappers...)
+		}
+	case *syntax.CoprocClause:
+		sub := sc.child()
+		b.walkStmt(&sub, c.Stmt)
+	default:
+		// (( … )), [[ … ]], let: no command, but $(…) inside them runs.
+		b.walkSubst(sc, c)
+	}
+}
+
+// stmtCmd returns s.Cmd, or nil for a nil statement.
+func stmtCmd(s *syntax.Stmt) syntax.Command {
+	if s == nil {
+		return nil
+	}
+	return s.Cmd
+}
+
+// child returns the scope of a subshell: same origin, own directory.
+func (sc *scope) child() scope {
+	c := *sc
+	d := *sc.dir
+	c.dir = &d
+	return c
+}
+
+// pipeline records the commands of `a | b | c`. Every element runs in its
+// own subshell; every element after the first reads the one before it.
+func (b *builder) pipeline(sc *scope, c *syntax.BinaryCmd) {
+	var elems []*syntax.Stmt
+	elems = flattenPipeline(c.X, elems)
+	elems = flattenPipeline(c.Y, elems)
+	for i, e := range elems {
+		sub := sc.child()
+		sub.pipe, sub.pipeLen = i, len(elems)
+		sub.pipeReader = sc.pipeReader || i > 0
+		b.walkStmt(&sub, e)
+	}
+}
+
+// flattenPipeline appends the elements of a (possibly nested) pipeline.
+func flattenPipeline(s *syntax.Stmt, out []*syntax.Stmt) []*syntax.Stmt {
+	if s == nil {
+		return out
+	}
+	if c, ok := s.Cmd.(*syntax.BinaryCmd); ok && (c.Op == syntax.Pipe || c.Op == syntax.PipeAll) && len(s.Redirs) == 0 && !s.Negated {
+		out = flattenPipeline(c.X, out)
+		return flattenPipeline(c.Y, out)
+	}
+	return append(out, s)
+}
+
+// function records the name of a function the script defines.
+func (b *builder) function(name string) {
+	for _, f := range b.script.Functions {
+		if f == name {
+			return
+		}
+	}
+	b.script.Functions = append(b.script.Functions, name)
+}
+
+// walkSubst records the commands of every command and process substitution
+// inside node (a word, an arithmetic or test expression, a loop header),
+// without entering the substitutions' own statements twice.
+func (b *builder) walkSubst(sc *scope, node syntax.Node) {
+	if w, ok := node.(*syntax.Word); ok && plainWord(w) {
+		return
+	}
+	syntax.Walk(node, func(n syntax.Node) bool {
+		var stmts []*syntax.Stmt
+		switch n := n.(type) {
+		case *syntax.CmdSubst:
+			stmts = n.Stmts
+		case *syntax.ProcSubst:
+			stmts = n.Stmts
+		default:
+			return true
+		}
+		b.script.HasSubstitution = true
+		sub := sc.child()
+		sub.origin = originSubstitution
+		sub.pipe, sub.pipeLen, sub.pipeReader = 0, 1, false
+		b.walkStmts(&sub, stmts)
+		return false
+	})
+}
+
+// plainWord reports whether w is made of literal parts only.
+func plainWord(w *syntax.Word) bool {
+	for _, p := range w.Parts {
+		switch p.(type) {
+		case *syntax.Lit, *syntax.SglQuoted:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// declClause records export, declare, local, readonly, typeset and nameref
+// as commands: their assignments are visible like a program's arguments.
+func (b *builder) declClause(sc *scope, s *syntax.Stmt, c *syntax.DeclClause) {
+	words := make([]word, 0, 1+len(c.Args))
+	words = append(words, word{text: c.Variant.Value, literal: true})
+	var assigns []assignment
+	for _, a := range c.Args {
+		if a == nil {
+			continue
+		}
+		switch {
+		case a.Naked && a.Name == nil && a.Value != nil:
+			words = append(words, b.word(sc.src, a.Value))
+		case a.Name != nil && !a.Naked && a.Index == nil && a.Array == nil:
+			v := b.assignValue(sc.src, a)
+			op := "="
+			if a.Append {
+				op = "+="
+			}
+			words = append(words, word{text: a.Name.Value + op + v.text, literal: v.literal, subst: v.subst})
+			assigns = append(assigns, assignment{name: a.Name.Value, value: v})
+		default:
+			words = append(words, word{text: source(sc.src, a), literal: false})
+		}
+	}
+	// walkStmt attaches the statement's redirections, as for any compound.
+	// The assignments are arguments too (paths come from those); they are
+	// also listed as the command's assignments.
+	idx := b.addCommand(sc, words, cmdExtra{raw: stmtSource(sc.src, s)})
+	for _, a := range assigns {
+		b.commands[idx].Assignments[a.name] = a.value.text
+	}
+	b.walkSubst(sc, c)
+}
+
+// redirects converts a statement's redirections, records them in the
+// script, and reports whether stdin is fed from a substitution.
+func (b *builder) redirects(sc *scope, rs []*syntax.Redirect) ([]redir, bool) {
+	if len(rs) == 0 {
+		return nil, false
+	}
+	out := make([]redir, 0, len(rs))
+	stdinSubst := false
+	for _, r := range rs {
+		if r == nil || r.Word == nil {
+			continue
+		}
+		op := r.Op.String()
+		if r.N != nil {
+			op = r.N.Value + op
+		}
+		target := b.word(sc.src, r.Word)
+		rd := redir{wire: wire.Redirect{Op: op, Target: target.text}, target: target}
+		switch r.Op {
+		case syntax.RdrOut, syntax.AppOut, syntax.RdrIn, syntax.RdrInOut, syntax.RdrClob,
+			syntax.AppClob, syntax.RdrAll, syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob:
+			rd.isPath = !target.procSubst
+		case syntax.DplIn, syntax.DplOut:
+			rd.isPath = !target.procSubst && !isFD(target.text)
+		}
+		stdin := r.N == nil || r.N.Value == "0"
+		switch {
+		case !stdin:
+		case r.Op == syntax.RdrIn || r.Op == syntax.WordHdoc:
+			stdinSubst = stdinSubst || target.subst
+		case r.Op == syntax.Hdoc || r.Op == syntax.DashHdoc:
+			stdinSubst = stdinSubst || r.Hdoc != nil && hasSubst(r.Hdoc)
+		}
+		out = append(out, rd)
+		b.script.Redirects = append(b.script.Redirects, rd.wire)
+	}
+	return out, stdinSubst
+}
+
+// isFD reports whether the target of >& or <& is a descriptor ("2", "-")
+// rather than a file.
+func isFD(t string) bool {
+	if t == "-" {
+		return true
+	}
+	t = strings.TrimSuffix(t, "-")
+	if t == "" {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i] < '0' || t[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// stmtSource is the source text of a statement without its terminator.
+func stmtSource(src string, s *syntax.Stmt) string {
+	if s == nil {
+		return ""
+	}
+	start := s.Pos().Offset()
+	end := start
+	if s.Cmd != nil {
+		end = max(end, s.Cmd.End().Offset())
+	}
+	for _, r := range s.Redirs {
+		if r != nil && r.Word != nil {
+			end = max(end, r.Word.End().Offset())
+		}
+	}
+	return slice(src, start, end)
+}
+
+// source is the source text of a node.
+func source(src string, n syntax.Node) string {
+	return slice(src, n.Pos().Offset(), n.End().Offset())
+}
+
+// slice returns src[start:end], or "" when the bounds do not fit.
+func slice(src string, start, end uint) string {
+	if start > end || end > uint(len(src)) {
+		return ""
+	}
+	return src[start:end]
+}
+
+// hasSubst reports whether node contains a command or process substitution.
+func hasSubst(node syntax.Node) bool {
+	found := false
+	syntax.Walk(node, func(n syntax.Node) bool {
+		switch n.(type) {
+		case *syntax.CmdSubst, *syntax.ProcSubst:
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// assignValue returns the value of an assignment as a word.
+func (b *builder) assignValue(src string, a *syntax.Assign) word {
+	switch {
+	case a.Array != nil:
+		return word{text: source(src, a.Array), subst: hasSubst(a.Array)}
+	case a.Value != nil:
+		return b.word(src, a.Value)
+	}
+	return word{literal: true}
+}
+
+// word converts a syntax word: literal words (plain, quoted, escaped,
+// $'…') become their value; any other word keeps its source text.
+func (b *builder) word(src string, w *syntax.Word) word {
+	if len(w.Parts) == 1 {
+		if l, ok := w.Parts[0].(*syntax.Lit); ok && strings.IndexByte(l.Value, '\\') < 0 {
+			return word{text: l.Value, literal: true}
+		}
+	}
+	var sb strings.Builder
+	literal := true
+	for _, part := range w.Parts {
+		switch p := part.(type) {
+		case *syntax.Lit:
+			unescape(&sb, p.Value, "")
+		case *syntax.SglQuoted:
+			if p.Dollar {
+				ansiC(&sb, p.Value)
+			} else {
+				sb.WriteString(p.Value)
+			}
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				l, ok := q.(*syntax.Lit)
+				if !ok {
+					literal = false
+					break
+				}
+				unescape(&sb, l.Value, "$`\"\\\n")
+			}
+		default:
+			literal = false
+		}
+		if !literal {
+			break
+		}
+	}
+	if literal {
+		return word{text: sb.String(), literal: true}
+	}
+	out := word{text: source(src, w), subst: hasSubst(w)}
+	if len(w.Parts) == 1 {
+		_, out.procSubst = w.Parts[0].(*syntax.ProcSubst)
+	}
+	return out
+}
+
+// unescape writes s with backslash escapes removed. With only == "" every
+// character can be escaped (unquoted text); otherwise only those in only
+// (double-quoted text) and the backslash stays before any other.
+func unescape(sb *strings.Builder, s, only string) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\\' && i+1 < len(s) && (only == "" || strings.IndexByte(only, s[i+1]) >= 0) {
+			i++
+			c = s[i]
+		}
+		sb.WriteByte(c)
+	}
+}
+
+// ansiC writes the value of a bash $'…' string, decoding its escapes.
+func ansiC(sb *strings.Builder, s string) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' || i+1 >= len(s) {
+			sb.WriteByte(c)
+			continue
+		}
+		i++
+		switch e := s[i]; e {
+		case 'a':
+			sb.WriteByte('\a')
+		case 'b':
+			sb.WriteByte('\b')
+		case 'e', 'E':
+			sb.WriteByte(0x1b)
+		case 'f':
+			sb.WriteByte('\f')
+		case 'n':
+			sb.WriteByte('\n')
+		case 'r':
+			sb.WriteByte('\r')
+		case 't':
+			sb.WriteByte('\t')
+		case 'v':
+			sb.WriteByte('\v')
+		case '\\', '\'', '"', '?':
+			sb.WriteByte(e)
+		case 'c':
+			if i+1 < len(s) {
+				i++
+				sb.WriteByte(s[i] & 0x1f)
+			}
+		case 'x', 'u', 'U':
+			width := 2
+			if e == 'u' {
+				width = 4
+			} else if e == 'U' {
+				width = 8
+			}
+			v, n := hexValue(s[i+1:], width)
+			if n == 0 {
+				sb.WriteByte('\\')
+				sb.WriteByte(e)
+				break
+			}
+			i += n
+			if e == 'x' {
+				sb.WriteByte(byte(v))
+			} else {
+				sb.WriteRune(rune(v))
+			}
+		case '0', '1', '2', '3', '4', '5', '6', '7':
+			v, n := 0, 0
+			for n < 3 && i+n < len(s) && s[i+n] >= '0' && s[i+n] <= '7' {
+				v = v*8 + int(s[i+n]-'0')
+				n++
+			}
+			i += n - 1
+			sb.WriteByte(byte(v))
+		default:
+			sb.WriteByte('\\')
+			sb.WriteByte(e)
+		}
+	}
+}
+
+// hexValue reads up to width hex digits from the start of s.
+func hexValue(s string, width int) (v, n int) {
+	for n < width && n < len(s) {
+		c := s[n]
+		var d int
+		switch {
+		case c >= '0' && c <= '9':
+			d = int(c - '0')
+		case c >= 'a' && c <= 'f':
+			d = int(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			d = int(c-'A') + 10
+		default:
+			return v, n
+		}
+		v = v*16 + d
+		n++
+	}
+	return v, n
+}
