@@ -43,9 +43,16 @@ const (
 
 // Limits that keep a hostile command from making parsing slow or deep.
 const (
-	// maxInputBytes caps the argv words (or the script) together. Linux
-	// caps one exec argument at 128 KiB, so real commands stay far below.
+	// maxInputBytes caps the argv words together.
 	maxInputBytes = 1 << 20
+	// maxWordBytes caps one argv word and one script: Linux cannot exec
+	// a longer argument (MAX_ARG_STRLEN), so nothing longer could run.
+	maxWordBytes = 128 << 10
+	// maxNesting caps how deep brackets nest in a script, and maxOpRun
+	// how many unary operators follow each other: the bash parser
+	// recurses on both, and a deep enough input would exhaust the stack.
+	maxNesting = 256
+	maxOpRun   = 1024
 	// maxScriptDepth caps scripts inside scripts (sh -c in sh -c, eval in
 	// eval). Deeper nesting is recorded as a parse error.
 	maxScriptDepth = 8
@@ -56,7 +63,7 @@ const (
 // Parse reads one command — an argv or a shell script — into the policy
 // input document. It fails only on unusable input (a *wire.Error with code
 // invalid_input): no command, both or neither of Argv and Shell, invalid
-// UTF-8, a NUL byte, or more than 1 MiB. A script that does not parse is not
+// UTF-8, a NUL byte, a word or script over 128 KiB or argv over 1 MiB. A script that does not parse is not
 // an error: Script.ParseError records why and the policy decides. Parse runs
 // nothing; it only looks programs up on PATH. It returns ctx's error when
 // ctx is done.
@@ -153,8 +160,8 @@ func checkRequest(req *ParseRequest) error {
 		if err := checkText("the shell script", req.Shell); err != nil {
 			return err
 		}
-		if len(req.Shell) > maxInputBytes {
-			return wire.Errorf(wire.CodeInvalidInput, "parse command: the shell script is longer than %d bytes", maxInputBytes)
+		if len(req.Shell) > maxWordBytes {
+			return wire.Errorf(wire.CodeInvalidInput, "parse command: the shell script is longer than %d bytes", maxWordBytes)
 		}
 	default:
 		if req.Argv[0] == "" {
@@ -164,6 +171,9 @@ func checkRequest(req *ParseRequest) error {
 		for i, a := range req.Argv {
 			if err := checkText("argument "+strconv.Itoa(i), a); err != nil {
 				return err
+			}
+			if len(a) > maxWordBytes {
+				return wire.Errorf(wire.CodeInvalidInput, "parse command: argument %d is longer than %d bytes", i, maxWordBytes)
 			}
 			n += len(a) + 1
 		}

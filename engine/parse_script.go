@@ -33,6 +33,10 @@ func (b *builder) parseScript(sc scope, src, shell string) {
 		b.err = err
 		return
 	}
+	if msg := checkNesting(src); msg != "" {
+		b.parseError(msg)
+		return
+	}
 	p := parsers.Get().(*syntax.Parser)
 	f, err := p.Parse(strings.NewReader(src), "")
 	parsers.Put(p)
@@ -42,6 +46,37 @@ func (b *builder) parseScript(sc scope, src, shell string) {
 	}
 	sc.src = src
 	b.walkStmts(&sc, f.Stmts)
+}
+
+// checkNesting rejects a script the bash parser could not parse safely:
+// longer than an exec argument can be, brackets nested deeper than
+// maxNesting, or a run of more than maxOpRun unary operators. The parser
+// recurses on each, and Go cannot recover from a stack overflow. Quotes
+// are ignored, so the count errs on the side of rejecting.
+func checkNesting(src string) string {
+	if len(src) > maxWordBytes {
+		return "script longer than " + strconv.Itoa(maxWordBytes) + " bytes"
+	}
+	depth, run := 0, 0
+	for i := 0; i < len(src); i++ {
+		switch src[i] {
+		case '(', '{', '[':
+			if depth++; depth > maxNesting {
+				return "script nested deeper than " + strconv.Itoa(maxNesting) + " levels"
+			}
+		case ')', '}', ']':
+			depth = max(depth-1, 0)
+		case '!', '~', '+', '-':
+			if run++; run > maxOpRun {
+				return "script has more than " + strconv.Itoa(maxOpRun) + " operators in a row"
+			}
+			continue
+		case ' ', '\t':
+			continue
+		}
+		run = 0
+	}
+	return ""
 }
 
 // parseError records the first parse error of the script.

@@ -1165,6 +1165,36 @@ select z in a b; do r; done`),
 			script: &scriptWant{anyErr: true},
 		},
 		{
+			name:   "brackets nested too deep",
+			req:    shell(strings.Repeat("(", maxNesting+1) + "ls" + strings.Repeat(")", maxNesting+1)),
+			cmds:   []cmdWant{},
+			script: &scriptWant{parseError: "nested deeper than"},
+		},
+		{
+			name: "substitutions nested deep but not too deep",
+			req:  shell(strings.Repeat("echo $(", maxNesting) + "ls" + strings.Repeat(")", maxNesting)),
+			check: func(t *testing.T, in *wire.Input) {
+				if len(in.Commands) != maxNesting+1 || in.Script.ParseError != "" {
+					t.Errorf("%d commands, parse error %q", len(in.Commands), in.Script.ParseError)
+				}
+			},
+		},
+		{
+			name:   "unary operators in a row",
+			req:    shell("echo $((" + strings.Repeat("! ", maxOpRun+1) + "1))"),
+			cmds:   []cmdWant{},
+			script: &scriptWant{parseError: "operators in a row"},
+		},
+		{
+			name: "eval string too long",
+			req:  argv("eval", strings.Repeat("a ", maxWordBytes/4), strings.Repeat("b ", maxWordBytes/4), strings.Repeat("c ", maxWordBytes/4)),
+			check: func(t *testing.T, in *wire.Input) {
+				if len(in.Commands) != 1 || !strings.Contains(in.Script.ParseError, "longer than") {
+					t.Errorf("%d commands, parse error %q", len(in.Commands), in.Script.ParseError)
+				}
+			},
+		},
+		{
 			name: "coproc and test clauses",
 			req:  shell("coproc cat; [[ -f x ]] && ls"),
 			cmds: []cmdWant{{prog: "cat"}, {prog: "ls"}},
@@ -1313,8 +1343,9 @@ func TestParseErrors(t *testing.T) {
 		{"invalid utf-8 cwd", ParseRequest{Argv: []string{"ls"}, Cwd: "/\xff"}, "not valid UTF-8"},
 		{"nul argv", ParseRequest{Argv: []string{"ls\x00"}}, "NUL"},
 		{"nul script", ParseRequest{Shell: "ls\x00"}, "NUL"},
-		{"too long argv", ParseRequest{Argv: []string{"ls", strings.Repeat("a", maxInputBytes)}}, "longer than"},
-		{"too long script", ParseRequest{Shell: strings.Repeat("a", maxInputBytes+1)}, "longer than"},
+		{"too long word", ParseRequest{Argv: []string{"ls", strings.Repeat("a", maxWordBytes+1)}}, "argument 1 is longer than"},
+		{"too long argv", ParseRequest{Argv: slices.Repeat([]string{strings.Repeat("a", maxWordBytes)}, 9)}, "command is longer than"},
+		{"too long script", ParseRequest{Shell: strings.Repeat("a", maxWordBytes+1)}, "longer than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in, err := Parse(context.Background(), tc.req)
