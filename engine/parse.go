@@ -77,7 +77,7 @@ func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 	b := &builder{
 		ctx:      ctx,
 		pathEnv:  req.PathEnv,
-		commands: make([]wire.Command, 0, 4),
+		commands: make([]wire.Command, 0, 2),
 		paths:    []wire.Path{},
 	}
 	if req.PathEnv == "" {

@@ -2,9 +2,9 @@ package engine
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"avfs/wire"
 )
@@ -14,7 +14,7 @@ import (
 type builder struct {
 	ctx      context.Context
 	pathEnv  string            // PATH that program_path is resolved on
-	lookups  map[string]string // program_path by name and PATH, for this call
+	lookups  map[string]string // program_path by name on pathEnv, for this call
 	commands []wire.Command
 	paths    []wire.Path
 	script   *wire.Script // nil until a shell script is parsed
@@ -124,6 +124,11 @@ func (b *builder) addCommand(sc *scope, words []word, ex cmdExtra) int {
 		name = cmd.Program
 	}
 	in := analyseInterpreter(name, args)
+	if cmd.Origin == originXargs {
+		// xargs appends file operands and gives the command /dev/null as
+		// stdin: a shell it runs reads script files, not stdin.
+		in.stdin = false
+	}
 	cmd.ReadsStdinScript = in.stdin
 
 	// Paths: wrapper options first, then assignments, arguments, redirects.
@@ -357,12 +362,12 @@ func (b *builder) lookPath(w word, pathEnv string) string {
 		}
 		return ""
 	}
-	if pathEnv == "" {
+	memo := pathEnv == "" // only lookups on the request's PATH are remembered
+	if memo {
+		if p, ok := b.lookups[name]; ok {
+			return p
+		}
 		pathEnv = b.pathEnv
-	}
-	key := name + "\x00" + pathEnv
-	if p, ok := b.lookups[key]; ok {
-		return p
 	}
 	found := ""
 	for _, dir := range filepath.SplitList(pathEnv) {
@@ -374,17 +379,22 @@ func (b *builder) lookPath(w word, pathEnv string) string {
 			break
 		}
 	}
-	if b.lookups == nil {
-		b.lookups = make(map[string]string, 4)
+	if memo {
+		if b.lookups == nil {
+			b.lookups = make(map[string]string, 4)
+		}
+		b.lookups[name] = found
 	}
-	b.lookups[key] = found
 	return found
 }
 
 // isExecutable reports whether p is a file someone may execute.
 func isExecutable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir() && fi.Mode().Perm()&0o111 != 0
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		return false
+	}
+	return st.Mode&syscall.S_IFMT != syscall.S_IFDIR && st.Mode&0o111 != 0
 }
 
 // pipesToShell records that a shell or interpreter runs another command's

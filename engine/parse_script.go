@@ -144,10 +144,13 @@ func (b *builder) walkStmt(sc *scope, s *syntax.Stmt) {
 // callExpr records a simple command: its words after expansion markers are
 // resolved, then the substitutions inside its words.
 func (b *builder) callExpr(sc *scope, s *syntax.Stmt, c *syntax.CallExpr, redirs []redir, stdinSubst bool) {
+	plain := true // no word can hold a substitution
 	assigns := make([]assignment, 0, len(c.Assigns))
 	for _, a := range c.Assigns {
 		if a != nil && a.Name != nil {
-			assigns = append(assigns, assignment{name: a.Name.Value, value: b.assignValue(sc.src, a)})
+			v := b.assignValue(sc.src, a)
+			plain = plain && v.literal && a.Index == nil
+			assigns = append(assigns, assignment{name: a.Name.Value, value: v})
 		}
 	}
 	if len(c.Args) == 0 {
@@ -156,10 +159,13 @@ func (b *builder) callExpr(sc *scope, s *syntax.Stmt, c *syntax.CallExpr, redirs
 		words := make([]word, len(c.Args))
 		for i, w := range c.Args {
 			words[i] = b.word(sc.src, w)
+			plain = plain && words[i].literal
 		}
 		b.addCommand(sc, words, cmdExtra{raw: stmtSource(sc.src, s), assigns: assigns, redirs: redirs, stdinSubst: stdinSubst})
 	}
-	b.walkSubst(sc, c)
+	if !plain || len(assigns) != len(c.Assigns) {
+		b.walkSubst(sc, c)
+	}
 }
 
 // addBare records a statement without a program — only assignments or
@@ -379,8 +385,8 @@ func (b *builder) declClause(sc *scope, s *syntax.Stmt, c *syntax.DeclClause) {
 			}
 			words = append(words, word{text: a.Name.Value + op + v.text, literal: v.literal, subst: v.subst})
 			assigns = append(assigns, assignment{name: a.Name.Value, value: v})
-		default:
-			words = append(words, word{text: source(sc.src, a), literal: false})
+		case a.Name != nil || a.Value != nil:
+			words = append(words, word{text: source(sc.src, a), literal: false, subst: hasSubst(a)})
 		}
 	}
 	// walkStmt attaches the statement's redirections, as for any compound.

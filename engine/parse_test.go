@@ -688,6 +688,12 @@ func TestParseWrappers(t *testing.T) {
 			},
 		},
 		{
+			name:   "xargs runs scripts named on stdin, not stdin itself",
+			req:    shell("find . -name '*.sh' | xargs bash"),
+			cmds:   []cmdWant{{prog: "find"}, {prog: "bash", origin: "xargs", pipe: "1/2"}},
+			script: &scriptWant{},
+		},
+		{
 			name: "xargs alone runs echo, stays xargs",
 			req:  argv("xargs", "-0"),
 			cmds: []cmdWant{{prog: "xargs", origin: "argv"}},
