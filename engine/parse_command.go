@@ -153,6 +153,11 @@ func (b *builder) addCommand(sc *scope, words []word, ex cmdExtra) int {
 		}
 	case "trap":
 		skip = trapActionWord(args)
+	case "alias":
+		skip = make([]bool, len(args))
+		for i, a := range args {
+			skip[i] = isAssignment(a.text)
+		}
 	}
 	if u.scriptArg > 0 && u.scriptArg <= len(args) {
 		if skip == nil {
@@ -200,6 +205,8 @@ func (b *builder) addCommand(sc *scope, words []word, ex cmdExtra) int {
 		b.evalArgs(sc, args)
 	case "trap":
 		b.trapAction(sc, cmd.Operands)
+	case "alias":
+		b.aliasValues(sc, args)
 	case "find":
 		b.findExec(sc, args, skip, runDir, ex.raw)
 	case "cd", "pushd":
@@ -446,6 +453,25 @@ func trapActionWord(args []word) []bool {
 		}
 	}
 	return nil
+}
+
+// aliasValues parses the value of each `alias NAME=VALUE`: with
+// expand_aliases on, a later NAME runs VALUE.
+func (b *builder) aliasValues(sc *scope, args []word) {
+	for _, a := range args {
+		v, ok := assignmentValue(a)
+		if !ok || strings.TrimSpace(v.text) == "" {
+			continue
+		}
+		if !v.literal {
+			if v.subst {
+				b.pipesToShell()
+			}
+			continue
+		}
+		dir := *sc.dir
+		b.parseScript(scope{origin: originEval, depth: sc.depth + 1, dir: &dir, pipeLen: 1}, v.text, "")
+	}
 }
 
 // findExecActions are the find actions that run a command.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -515,13 +516,16 @@ func (b *builder) assignValue(src string, a *syntax.Assign) word {
 // $'…') become their value; any other word keeps its source text.
 func (b *builder) word(src string, w *syntax.Word) word {
 	if len(w.Parts) == 1 {
-		if l, ok := w.Parts[0].(*syntax.Lit); ok && strings.IndexByte(l.Value, '\\') < 0 {
+		if l, ok := w.Parts[0].(*syntax.Lit); ok && strings.IndexByte(l.Value, '\\') < 0 && strings.IndexByte(l.Value, '{') < 0 {
 			return word{text: l.Value, literal: true}
 		}
 	}
 	var sb strings.Builder
-	literal := true
+	literal := !hasBraceExpansion(w)
 	for _, part := range w.Parts {
+		if !literal {
+			break
+		}
 		switch p := part.(type) {
 		case *syntax.Lit:
 			unescape(&sb, p.Value, "")
@@ -543,9 +547,6 @@ func (b *builder) word(src string, w *syntax.Word) word {
 		default:
 			literal = false
 		}
-		if !literal {
-			break
-		}
 	}
 	if literal {
 		return word{text: sb.String(), literal: true}
@@ -555,6 +556,23 @@ func (b *builder) word(src string, w *syntax.Word) word {
 		_, out.procSubst = w.Parts[0].(*syntax.ProcSubst)
 	}
 	return out
+}
+
+// hasBraceExpansion reports whether w holds a brace expansion ({a,b},
+// {1..3}): its words are only known after expansion ({..,x}/etc can give
+// ../etc), so it is not a literal.
+func hasBraceExpansion(w *syntax.Word) bool {
+	for _, p := range w.Parts {
+		if l, ok := p.(*syntax.Lit); ok && strings.IndexByte(l.Value, '{') >= 0 {
+			cp := syntax.Word{Parts: slices.Clone(w.Parts)}
+			syntax.SplitBraces(&cp) // also splits "{}" and "{a}", which do not expand
+			return slices.ContainsFunc(cp.Parts, func(p syntax.WordPart) bool {
+				_, ok := p.(*syntax.BraceExp)
+				return ok
+			})
+		}
+	}
+	return false
 }
 
 // unescape writes s with backslash escapes removed. With only == "" every

@@ -1144,6 +1144,38 @@ select z in a b; do r; done`),
 			paths: []string{"list=/src/list in redirect@0"},
 		},
 		{
+			name: "alias values run later",
+			req:  shell("shopt -s expand_aliases; alias ll='ls -l' x='rm -rf /'; x"),
+			cmds: []cmdWant{
+				{prog: "shopt"},
+				{prog: "alias", ops: []string{"ll=ls -l", "x=rm -rf /"}},
+				{prog: "ls", origin: "eval"},
+				{prog: "rm", origin: "eval"},
+				{prog: "x"},
+			},
+			paths: []string{"/=/ out arg@3"},
+		},
+		{
+			name: "brace expansion is not a literal",
+			req:  shell("cat {..,..}/../../etc/passwd a{b,c}d {1..3}"),
+			cmds: []cmdWant{{prog: "cat", dynamic: true, ops: []string{"{..,..}/../../etc/passwd", "a{b,c}d", "{1..3}"}}},
+			paths: []string{
+				"{..,..}/../../etc/passwd={..,..}/../../etc/passwd out arg@0",
+				"a{b,c}d=a{b,c}d out arg@0",
+				"{1..3}={1..3} out arg@0",
+			},
+		},
+		{
+			name: "globs that may match ..",
+			req:  shell("cat .*/.*/etc/passwd ./*.go .git/* x/.?/y"),
+			paths: []string{
+				".*/.*/etc/passwd=.*/.*/etc/passwd out arg@0",
+				"./*.go=/src/*.go in arg@0",
+				".git/*=/src/.git/* in arg@0",
+				"x/.?/y=x/.?/y out arg@0",
+			},
+		},
+		{
 			name: "trap action",
 			req:  shell("trap 'rm -rf ./tmp' EXIT"),
 			cmds: []cmdWant{

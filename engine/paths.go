@@ -146,6 +146,9 @@ func resolvePath(dir dirState, w word) (string, dirKind) {
 	if !w.literal {
 		return t, dirUnknown
 	}
+	if mayGlobDotDot(t) {
+		return t, dirUnknown
+	}
 	switch dir.kind {
 	case dirVault:
 		return vaultJoin(dir.path, t), dirVault
@@ -156,6 +159,20 @@ func resolvePath(dir dirState, w word) (string, dirKind) {
 		return homeJoin(user, rest+"/"+t), dirHome
 	}
 	return t, dirUnknown
+}
+
+// mayGlobDotDot reports whether a relative path has a segment that is a
+// glob pattern starting with a dot (".*", ".?"): a shell may expand it to
+// "..", so where the path lands is unknown.
+func mayGlobDotDot(t string) bool {
+	for t != "" {
+		var seg string
+		seg, t, _ = strings.Cut(t, "/")
+		if len(seg) > 1 && seg[0] == '.' && strings.ContainsAny(seg, "*?[") {
+			return true
+		}
+	}
+	return false
 }
 
 // pwdVar returns the length of a leading $PWD or ${PWD} followed by the

@@ -38,8 +38,8 @@ type Command struct {
 	Redirects   []Redirect        `json:"redirects"`    // redirects attached to this command (scripts only)
 	// Origin says where the command was found: "argv" (top level), "script"
 	// (a shell script), "substitution" ($(…), backticks, <(…)), "eval"
-	// (a literal eval or trap string), "xargs" (run by xargs), "find" (run by
-	// find -exec, -execdir, -ok or -okdir).
+	// (a literal eval, trap or alias string), "xargs" (run by xargs), "find"
+	// (run by find -exec, -execdir, -ok or -okdir).
 	Origin string `json:"origin"`
 	// Pipeline is the index of this command within its pipeline (0 for the
 	// first or a command not in a pipeline) and PipelineLen its length.
