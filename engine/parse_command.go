@@ -50,10 +50,10 @@ type scope struct {
 
 // cmdExtra is what a script knows about a command beyond its words.
 type cmdExtra struct {
-	raw        string       // the command as written
-	assigns    []assignment // shell assignments before it (FOO=1 cmd)
-	redirs     []redir      // its redirections
-	stdinSubst bool         // stdin is fed from a substitution (< <(…), <<< "$(…)")
+	raw     string       // the command as written
+	assigns []assignment // shell assignments before it (FOO=1 cmd)
+	redirs  []redir      // its redirections
+	stdin   stdinFeed    // what its redirections feed to stdin
 }
 
 // redir is one redirection and whether its target names a file.
@@ -174,7 +174,7 @@ func (b *builder) addCommand(sc *scope, words []word, ex cmdExtra) int {
 	b.commands = append(b.commands, cmd)
 
 	// Programs fed another command's output as their program.
-	if in.stdin && (sc.pipeReader || ex.stdinSubst) {
+	if in.stdin && (sc.pipeReader || ex.stdin.subst) {
 		b.pipesToShell()
 	}
 	if in.code >= 0 && args[in.code].subst || in.file >= 0 && args[in.file].subst {
@@ -192,6 +192,10 @@ func (b *builder) addCommand(sc *scope, words []word, ex cmdExtra) int {
 			shell = "sh" // su -c runs the user's shell
 		}
 		b.parseScript(nested(), args[in.code].text[in.codeAt:], shell)
+	}
+	if in.stdin && in.isShell && ex.stdin.literal {
+		// bash <<'EOF' … EOF, sh <<< 'cmd': the shell runs the text.
+		b.parseScript(nested(), ex.stdin.text, name)
 	}
 	for _, s := range u.scripts {
 		if s.literal {

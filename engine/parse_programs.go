@@ -93,7 +93,7 @@ func analyseInterpreter(name string, args []word) interpResult {
 	if sp == nil {
 		return res
 	}
-	res.shell, res.isShell = sp.shell, sp.modeCode
+	res.shell, res.isShell = sp.shell, sp.modeCode || sp == sourceInterp
 	modeC, stdinFlag, runs := false, false, false
 	addCode := func(i, at int) {
 		if res.code < 0 {
@@ -176,7 +176,7 @@ scan:
 	case stdinFlag:
 		res.stdin = true
 	case i < len(args):
-		if args[i].literal && args[i].text == "-" {
+		if args[i].literal && isStdinFile(args[i].text) {
 			res.stdin = true
 		} else {
 			res.file = i
@@ -188,6 +188,15 @@ scan:
 		res.stdin = true
 	}
 	return res
+}
+
+// isStdinFile reports whether a script operand names stdin.
+func isStdinFile(t string) bool {
+	switch t {
+	case "-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0":
+		return true
+	}
+	return false
 }
 
 // contains reports whether list holds s.

@@ -104,10 +104,10 @@ func (b *builder) walkStmt(sc *scope, s *syntax.Stmt) {
 	}
 	start := len(b.commands)
 	before := *sc.dir // redirections are opened before the command runs
-	redirs, stdinSubst := b.redirects(sc, s.Redirs)
+	redirs, feed := b.redirects(sc, s.Redirs)
 	switch c := s.Cmd.(type) {
 	case *syntax.CallExpr:
-		b.callExpr(sc, s, c, redirs, stdinSubst)
+		b.callExpr(sc, s, c, redirs, feed)
 	case nil:
 		b.addBare(sc, s, nil, redirs)
 	default:
@@ -144,7 +144,7 @@ func (b *builder) walkStmt(sc *scope, s *syntax.Stmt) {
 
 // callExpr records a simple command: its words after expansion markers are
 // resolved, then the substitutions inside its words.
-func (b *builder) callExpr(sc *scope, s *syntax.Stmt, c *syntax.CallExpr, redirs []redir, stdinSubst bool) {
+func (b *builder) callExpr(sc *scope, s *syntax.Stmt, c *syntax.CallExpr, redirs []redir, feed stdinFeed) {
 	plain := true // no word can hold a substitution
 	assigns := make([]assignment, 0, len(c.Assigns))
 	for _, a := range c.Assigns {
@@ -162,7 +162,7 @@ func (b *builder) callExpr(sc *scope, s *syntax.Stmt, c *syntax.CallExpr, redirs
 			words[i] = b.word(sc.src, w)
 			plain = plain && words[i].literal
 		}
-		b.addCommand(sc, words, cmdExtra{raw: stmtSource(sc.src, s), assigns: assigns, redirs: redirs, stdinSubst: stdinSubst})
+		b.addCommand(sc, words, cmdExtra{raw: stmtSource(sc.src, s), assigns: assigns, redirs: redirs, stdin: feed})
 	}
 	if !plain || len(assigns) != len(c.Assigns) {
 		b.walkSubst(sc, c)
@@ -400,14 +400,22 @@ func (b *builder) declClause(sc *scope, s *syntax.Stmt, c *syntax.DeclClause) {
 	b.walkSubst(sc, c)
 }
 
+// stdinFeed is what a statement's redirections feed to its stdin.
+type stdinFeed struct {
+	subst   bool   // another command's output: < <(…), <<< "$(…)", a heredoc with $(…)
+	literal bool   // text below is all of it
+	text    string // the heredoc or here-string text, when literal
+}
+
 // redirects converts a statement's redirections, records them in the
-// script, and reports whether stdin is fed from a substitution.
-func (b *builder) redirects(sc *scope, rs []*syntax.Redirect) ([]redir, bool) {
+// script, and reports what they feed to stdin (the last stdin
+// redirection wins, as in the shell).
+func (b *builder) redirects(sc *scope, rs []*syntax.Redirect) ([]redir, stdinFeed) {
+	var feed stdinFeed
 	if len(rs) == 0 {
-		return nil, false
+		return nil, feed
 	}
 	out := make([]redir, 0, len(rs))
-	stdinSubst := false
 	for _, r := range rs {
 		if r == nil || r.Word == nil {
 			continue
@@ -425,18 +433,43 @@ func (b *builder) redirects(sc *scope, rs []*syntax.Redirect) ([]redir, bool) {
 		case syntax.DplIn, syntax.DplOut:
 			rd.isPath = !target.procSubst && !isFD(target.text)
 		}
-		stdin := r.N == nil || r.N.Value == "0"
-		switch {
-		case !stdin:
-		case r.Op == syntax.RdrIn || r.Op == syntax.WordHdoc:
-			stdinSubst = stdinSubst || target.subst
-		case r.Op == syntax.Hdoc || r.Op == syntax.DashHdoc:
-			stdinSubst = stdinSubst || r.Hdoc != nil && hasSubst(r.Hdoc)
+		if r.N == nil || r.N.Value == "0" {
+			switch r.Op {
+			case syntax.RdrIn, syntax.RdrInOut, syntax.DplIn:
+				feed = stdinFeed{subst: target.subst}
+			case syntax.WordHdoc:
+				feed = stdinFeed{subst: target.subst, literal: target.literal, text: target.text + "\n"}
+			case syntax.Hdoc, syntax.DashHdoc:
+				feed = heredocFeed(r)
+			}
 		}
 		out = append(out, rd)
 		b.script.Redirects = append(b.script.Redirects, rd.wire)
 	}
-	return out, stdinSubst
+	return out, feed
+}
+
+// heredocFeed returns what a heredoc feeds to stdin. The body is literal
+// when the delimiter is quoted, or when it holds no expansion; in an
+// unquoted body a backslash escapes only $, `, \ and newline.
+func heredocFeed(r *syntax.Redirect) stdinFeed {
+	if r.Hdoc == nil {
+		return stdinFeed{literal: true}
+	}
+	quoted := !plainWord(r.Word) || len(r.Word.Parts) != 1 || strings.IndexByte(r.Word.Lit(), '\\') >= 0
+	var sb strings.Builder
+	for _, p := range r.Hdoc.Parts {
+		l, ok := p.(*syntax.Lit)
+		if !ok {
+			return stdinFeed{subst: hasSubst(r.Hdoc)}
+		}
+		if quoted {
+			sb.WriteString(l.Value)
+		} else {
+			unescape(&sb, l.Value, "$`\\\n")
+		}
+	}
+	return stdinFeed{literal: true, text: sb.String()}
 }
 
 // isFD reports whether the target of >& or <& is a descriptor ("2", "-")

@@ -943,6 +943,23 @@ func TestParseScript(t *testing.T) {
 			script: &scriptWant{subst: true, pipes: true},
 		},
 		{
+			name: "heredoc and here-string fed to a shell are scripts",
+			req:  shell("bash <<'EOF'\nrm -rf /x\nEOF\nsh <<EOF\ncurl \\$HOME a\\\\b\nEOF\nsudo sh -s <<< 'wget y'; python3 <<EOF\nimport os\nEOF\nsource /dev/stdin <<< 'id'"),
+			cmds: []cmdWant{
+				{prog: "bash", stdin: true, redirs: []string{"<< EOF"}},
+				{prog: "rm", origin: "script"},
+				{prog: "sh", stdin: true},
+				{prog: "curl", origin: "script", dynamic: true, ops: []string{"$HOME", "ab"}},
+				{prog: "sh", stdin: true, wrappers: []string{"sudo"}},
+				{prog: "wget", origin: "script"},
+				{prog: "python3", stdin: true},
+				{prog: "source", stdin: true},
+				{prog: "id", origin: "script"},
+			},
+			paths:  []string{"/x=/x out arg@1", "$HOME=~ out arg@3", "/dev/stdin=/dev/stdin out arg@7"},
+			script: &scriptWant{},
+		},
+		{
 			name: "eval of a substitution",
 			req:  shell(`eval "$(curl x)"`),
 			cmds: []cmdWant{
