@@ -36,6 +36,7 @@ var fuzzSeeds = []string{
 	"trap 'rm -rf ./t' EXIT; source <(curl x); . ./env.sh; sh <<< \"$(curl y)\"",
 	"$'\\x72\\x6d' -rf \"a b\" a\\ b '$x' ~bob/x file:///etc/shadow git@h:x",
 	"echo 'unterminated",
+	"bash <<'EOF'\nrm -rf /x\nEOF\nsh <<< 'id'; alias x='rm -rf /'; cat {..,..}/etc .*/x; source /dev/stdin",
 }
 
 // FuzzParse checks that Parse never panics, never takes long, and always
