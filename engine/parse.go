@@ -5,7 +5,6 @@ import (
 	"os"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -123,11 +122,8 @@ func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 // understood. An unterminated quote, a trailing backslash, invalid UTF-8 or
 // a line without words is an invalid_input error.
 func ParseLine(line string) ([]string, error) {
-	if !utf8.ValidString(line) {
-		return nil, wire.Errorf(wire.CodeInvalidInput, "parse command: the command line is not valid UTF-8")
-	}
-	if strings.IndexByte(line, 0) >= 0 {
-		return nil, wire.Errorf(wire.CodeInvalidInput, "parse command: the command line contains a NUL byte")
+	if p := textProblem(line); p != "" {
+		return nil, wire.Errorf(wire.CodeInvalidInput, "parse command: the command line %s", p)
 	}
 	argv, err := shlex.Split(line)
 	if err != nil {
@@ -157,8 +153,8 @@ func checkRequest(req *ParseRequest) error {
 		if strings.TrimSpace(req.Shell) == "" {
 			return wire.Errorf(wire.CodeInvalidInput, "parse command: empty command: the shell script is blank")
 		}
-		if err := checkText("the shell script", req.Shell); err != nil {
-			return err
+		if p := textProblem(req.Shell); p != "" {
+			return wire.Errorf(wire.CodeInvalidInput, "parse command: the shell script %s", p)
 		}
 		if len(req.Shell) > maxWordBytes {
 			return wire.Errorf(wire.CodeInvalidInput, "parse command: the shell script is longer than %d bytes", maxWordBytes)
@@ -169,8 +165,8 @@ func checkRequest(req *ParseRequest) error {
 		}
 		n := 0
 		for i, a := range req.Argv {
-			if err := checkText("argument "+strconv.Itoa(i), a); err != nil {
-				return err
+			if p := textProblem(a); p != "" {
+				return wire.Errorf(wire.CodeInvalidInput, "parse command: argument %d %s", i, p)
 			}
 			if len(a) > maxWordBytes {
 				return wire.Errorf(wire.CodeInvalidInput, "parse command: argument %d is longer than %d bytes", i, maxWordBytes)
@@ -187,16 +183,17 @@ func checkRequest(req *ParseRequest) error {
 	return nil
 }
 
-// checkText rejects text that no program could receive: invalid UTF-8 (a
-// policy could not match it reliably) and NUL bytes (exec cannot pass them).
-func checkText(what, s string) error {
+// textProblem says why no program could receive s, or "" when it can:
+// invalid UTF-8 (a policy could not match it reliably) or a NUL byte (exec
+// cannot pass one).
+func textProblem(s string) string {
 	if !utf8.ValidString(s) {
-		return wire.Errorf(wire.CodeInvalidInput, "parse command: %s is not valid UTF-8", what)
+		return "is not valid UTF-8"
 	}
 	if strings.IndexByte(s, 0) >= 0 {
-		return wire.Errorf(wire.CodeInvalidInput, "parse command: %s contains a NUL byte", what)
+		return "contains a NUL byte"
 	}
-	return nil
+	return ""
 }
 
 // cleanCwd makes the request's working directory vault-absolute and clean.

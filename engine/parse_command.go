@@ -14,6 +14,7 @@ import (
 type builder struct {
 	ctx      context.Context
 	pathEnv  string            // PATH that program_path is resolved on
+	pathDirs []string          // pathEnv split, once needed
 	lookups  map[string]string // program_path by name on pathEnv, for this call
 	commands []wire.Command
 	paths    []wire.Path
@@ -117,7 +118,8 @@ func (b *builder) addCommand(sc *scope, words []word, ex cmdExtra) int {
 	if u.execWord != nil {
 		execWord = *u.execWord
 	}
-	cmd.ProgramPath = b.lookPath(execWord, cmd.Assignments["PATH"])
+	pathEnv, ownPath := cmd.Assignments["PATH"]
+	cmd.ProgramPath = b.lookPath(execWord, pathEnv, ownPath)
 
 	name := ""
 	if run[0].literal {
@@ -182,24 +184,20 @@ func (b *builder) addCommand(sc *scope, words []word, ex cmdExtra) int {
 	}
 
 	// What the command runs in turn.
-	nested := func() scope {
-		d := runDir
-		return scope{origin: originScript, depth: sc.depth + 1, dir: &d, pipeLen: 1, pipeReader: sc.pipeReader}
-	}
 	if in.shell && in.code >= 0 && args[in.code].literal {
 		shell := name
 		if !in.isShell {
 			shell = "sh" // su -c runs the user's shell
 		}
-		b.parseScript(nested(), args[in.code].text[in.codeAt:], shell)
+		b.runScript(sc, runDir, args[in.code].text[in.codeAt:], shell)
 	}
 	if in.stdin && in.isShell && ex.stdin.literal {
 		// bash <<'EOF' … EOF, sh <<< 'cmd': the shell runs the text.
-		b.parseScript(nested(), ex.stdin.text, name)
+		b.runScript(sc, runDir, ex.stdin.text, name)
 	}
 	for _, s := range u.scripts {
 		if s.literal {
-			b.parseScript(nested(), s.text, "sh")
+			b.runScript(sc, runDir, s.text, "sh")
 		} else if s.subst {
 			b.pipesToShell()
 		}
@@ -223,6 +221,12 @@ func (b *builder) addCommand(sc *scope, words []word, ex cmdExtra) int {
 		*sc.dir = dirState{kind: dirUnknown}
 	}
 	return idx
+}
+
+// runScript parses src, a script a command in sc runs in a new shell
+// (sh -c) working in dir. Its commands read the command's stdin.
+func (b *builder) runScript(sc *scope, dir dirState, src, shell string) {
+	b.parseScript(scope{origin: originScript, depth: sc.depth + 1, dir: &dir, pipeLen: 1, pipeReader: sc.pipeReader}, src, shell)
 }
 
 // classifyArgs fills the command's flags, flag values and operands from
@@ -357,12 +361,12 @@ func programName(w word) string {
 }
 
 // lookPath resolves a program word the way exec.LookPath does, against the
-// request's PATH or the command's own PATH=… assignment. A name containing
+// request's PATH or, when ownPath, the command's own PATH=… assignment. A name containing
 // a slash is kept as given: an absolute one when it is an executable file,
 // a relative one always (it names a file in the vault, which the parser
 // cannot see). It returns "" when nothing is found; relative PATH entries
 // are ignored, like exec.ErrDot.
-func (b *builder) lookPath(w word, pathEnv string) string {
+func (b *builder) lookPath(w word, pathEnv string, ownPath bool) string {
 	name := w.text
 	if !w.literal || name == "" {
 		return ""
@@ -373,15 +377,22 @@ func (b *builder) lookPath(w word, pathEnv string) string {
 		}
 		return ""
 	}
-	memo := pathEnv == "" // only lookups on the request's PATH are remembered
+	// Lookups on the request's PATH are remembered within a script.
+	memo := !ownPath && b.script != nil
+	dirs := b.pathDirs
+	if ownPath {
+		dirs = filepath.SplitList(pathEnv)
+	} else if dirs == nil {
+		dirs = filepath.SplitList(b.pathEnv)
+		b.pathDirs = dirs
+	}
 	if memo {
 		if p, ok := b.lookups[name]; ok {
 			return p
 		}
-		pathEnv = b.pathEnv
 	}
 	found := ""
-	for _, dir := range filepath.SplitList(pathEnv) {
+	for _, dir := range dirs {
 		if dir == "" || dir[0] != '/' {
 			continue
 		}
