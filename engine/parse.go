@@ -74,7 +74,7 @@ func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 	if err := checkRequest(&req); err != nil {
 		return nil, err
 	}
-	b := &builder{
+	b := &inputBuilder{
 		ctx:      ctx,
 		pathEnv:  req.PathEnv,
 		commands: make([]wire.Command, 0, 2),
@@ -87,13 +87,13 @@ func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 	dir := dirState{kind: dirVault, path: cwd}
 	if req.Shell != "" {
 		b.script = newScript(req.Shell, "")
-		b.parseScript(scope{origin: originScript, dir: &dir, pipeLen: 1}, req.Shell, "")
+		b.parseScript(shellScope{origin: originScript, dir: &dir, pipeLen: 1}, req.Shell, "")
 	} else {
-		words := make([]word, len(req.Argv))
+		words := make([]shellWord, len(req.Argv))
 		for i, a := range req.Argv {
-			words[i] = word{text: a, literal: true}
+			words[i] = shellWord{text: a, literal: true}
 		}
-		sc := scope{origin: originArgv, dir: &dir, pipeLen: 1}
+		sc := shellScope{origin: originArgv, dir: &dir, pipeLen: 1}
 		b.addCommand(&sc, words, cmdExtra{raw: quoteArgv(req.Argv)})
 	}
 	if b.err != nil {
@@ -119,7 +119,7 @@ func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 
 // ParseLine splits one command line with google/shlex (for callers that get
 // a single string) and returns Argv. Quotes and backslashes are removed, a
-// word starting with # begins a comment; no other shell syntax is
+// shellWord starting with # begins a comment; no other shell syntax is
 // understood. An unterminated quote, a trailing backslash, invalid UTF-8 or
 // a line without words is an invalid_input error.
 func ParseLine(line string) ([]string, error) {

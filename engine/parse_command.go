@@ -9,9 +9,9 @@ import (
 	"avfs/wire"
 )
 
-// builder collects the commands, paths and script facts of one Parse call.
+// inputBuilder collects the commands, paths and script facts of one Parse call.
 // It is not safe for concurrent use; every Parse call has its own.
-type builder struct {
+type inputBuilder struct {
 	ctx      context.Context
 	pathEnv  string            // PATH that program_path is resolved on
 	pathDirs []string          // pathEnv split, once needed
@@ -22,24 +22,24 @@ type builder struct {
 	err      error        // ctx's error, when it ended while parsing
 }
 
-// word is one command word. Literal words hold their value with quotes and
+// shellWord is one command word. Literal words hold their value with quotes and
 // escapes removed; other words ($VAR, $(…), globs in ${…}) hold their
 // source text, which is what a policy can still match on.
-type word struct {
+type shellWord struct {
 	text      string
 	literal   bool
 	subst     bool // contains a command or process substitution
 	procSubst bool // is exactly one process substitution, <(…) or >(…)
 }
 
-// assignment is a NAME=value given before a command.
-type assignment struct {
+// envAssignment is a NAME=value given before a command.
+type envAssignment struct {
 	name  string
-	value word
+	value shellWord
 }
 
-// scope is where in a script a command was found.
-type scope struct {
+// shellScope is where in a script a command was found.
+type shellScope struct {
 	src        string    // the source the syntax tree's positions refer to
 	origin     string    // Origin of the simple commands found here
 	depth      int       // scripts re-parsed to get here (sh -c, eval)
@@ -51,16 +51,16 @@ type scope struct {
 
 // cmdExtra is what a script knows about a command beyond its words.
 type cmdExtra struct {
-	raw     string       // the command as written
-	assigns []assignment // shell assignments before it (FOO=1 cmd)
-	redirs  []redir      // its redirections
-	stdin   stdinFeed    // what its redirections feed to stdin
+	raw     string          // the command as written
+	assigns []envAssignment // shell assignments before it (FOO=1 cmd)
+	redirs  []shellRedirect // its redirections
+	stdin   stdinFeed       // what its redirections feed to stdin
 }
 
-// redir is one redirection and whether its target names a file.
-type redir struct {
+// shellRedirect is one redirection and whether its target names a file.
+type shellRedirect struct {
 	wire   wire.Redirect
-	target word
+	target shellWord
 	isPath bool
 }
 
@@ -68,7 +68,7 @@ type redir struct {
 // wrappers, classifies the arguments, records the paths, then follows what
 // the command runs in turn (sh -c scripts, eval strings, find -exec). It
 // returns the command's index in b.commands.
-func (b *builder) addCommand(sc *scope, words []word, ex cmdExtra) int {
+func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra) int {
 	cmd := newCommand(sc.origin)
 	cmd.Raw = ex.raw
 	cmd.Pipeline, cmd.PipelineLen = sc.pipe, sc.pipeLen
@@ -87,7 +87,7 @@ func (b *builder) addCommand(sc *scope, words []word, ex cmdExtra) int {
 			cmd.Dynamic = true
 		}
 	}
-	for _, as := range [2][]assignment{ex.assigns, u.assigns} {
+	for _, as := range [2][]envAssignment{ex.assigns, u.assigns} {
 		for _, a := range as {
 			cmd.Assignments[a.name] = a.value.text
 			if !a.value.literal {
@@ -137,7 +137,7 @@ func (b *builder) addCommand(sc *scope, words []word, ex cmdExtra) int {
 	for _, p := range u.pathArgs {
 		b.addPath(p, shellDir, sourceArg, idx)
 	}
-	for _, as := range [2][]assignment{ex.assigns, u.assigns} {
+	for _, as := range [2][]envAssignment{ex.assigns, u.assigns} {
 		for _, a := range as {
 			if looksLikePath(a.value) {
 				b.addPath(a.value, shellDir, sourceArg, idx)
@@ -225,13 +225,13 @@ func (b *builder) addCommand(sc *scope, words []word, ex cmdExtra) int {
 
 // runScript parses src, a script a command in sc runs in a new shell
 // (sh -c) working in dir. Its commands read the command's stdin.
-func (b *builder) runScript(sc *scope, dir dirState, src, shell string) {
-	b.parseScript(scope{origin: originScript, depth: sc.depth + 1, dir: &dir, pipeLen: 1, pipeReader: sc.pipeReader}, src, shell)
+func (b *inputBuilder) runScript(sc *shellScope, dir dirState, src, shell string) {
+	b.parseScript(shellScope{origin: originScript, depth: sc.depth + 1, dir: &dir, pipeLen: 1, pipeReader: sc.pipeReader}, src, shell)
 }
 
 // classifyArgs fills the command's flags, flag values and operands from
 // args and records every argument that names a path.
-func (b *builder) classifyArgs(cmd *wire.Command, args []word, name string, in interpResult, skip []bool, dir dirState, idx int) {
+func (b *inputBuilder) classifyArgs(cmd *wire.Command, args []shellWord, name string, in interpResult, skip []bool, dir dirState, idx int) {
 	fileFrom, fileProg := fileOperandPrograms[name]
 	operands := 0
 	endOfOptions := false
@@ -262,7 +262,7 @@ func (b *builder) classifyArgs(cmd *wire.Command, args []word, name string, in i
 			cmd.Flags = append(cmd.Flags, flag)
 			if hasValue {
 				cmd.FlagValues[flag] = value
-				v := word{text: value, literal: a.literal}
+				v := shellWord{text: value, literal: a.literal}
 				if own && !code && looksLikePath(v) {
 					b.addPath(v, dir, sourceArg, idx)
 				}
@@ -276,7 +276,7 @@ func (b *builder) classifyArgs(cmd *wire.Command, args []word, name string, in i
 				if !isFlagChar(c) {
 					value := strings.TrimPrefix(t[j:], "=")
 					cmd.FlagValues[last] = value
-					v := word{text: value, literal: true}
+					v := shellWord{text: value, literal: true}
 					if own && !code && looksLikePath(v) {
 						b.addPath(v, dir, sourceArg, idx)
 					}
@@ -291,22 +291,22 @@ func (b *builder) classifyArgs(cmd *wire.Command, args []word, name string, in i
 
 // operandWord returns the first arg whose text is op (the word an operand
 // came from, with its literal flag).
-func operandWord(args []word, op string) word {
+func operandWord(args []shellWord, op string) shellWord {
 	for _, a := range args {
 		if a.text == op {
 			return a
 		}
 	}
-	return word{text: op, literal: true}
+	return shellWord{text: op, literal: true}
 }
 
 // assignmentValue returns the value word of a NAME=value word.
-func assignmentValue(a word) (word, bool) {
+func assignmentValue(a shellWord) (shellWord, bool) {
 	if !isAssignment(a.text) {
-		return word{}, false
+		return shellWord{}, false
 	}
 	_, v, _ := strings.Cut(a.text, "=")
-	return word{text: v, literal: a.literal, subst: a.subst}, true
+	return shellWord{text: v, literal: a.literal, subst: a.subst}, true
 }
 
 // isAssignment reports whether t is NAME=value with a shell variable name.
@@ -349,7 +349,7 @@ func shortFlag(c byte) string {
 
 // programName is the basename of a literal program word ("/usr/bin/curl"
 // gives "curl"); a word that is not literal is kept as its source text.
-func programName(w word) string {
+func programName(w shellWord) string {
 	if !w.literal {
 		return w.text
 	}
@@ -366,7 +366,7 @@ func programName(w word) string {
 // a relative one always (it names a file in the vault, which the parser
 // cannot see). It returns "" when nothing is found; relative PATH entries
 // are ignored, like exec.ErrDot.
-func (b *builder) lookPath(w word, pathEnv string, ownPath bool) string {
+func (b *inputBuilder) lookPath(w shellWord, pathEnv string, ownPath bool) string {
 	name := w.text
 	if !w.literal || name == "" {
 		return ""
@@ -421,7 +421,7 @@ func isExecutable(p string) bool {
 
 // pipesToShell records that a shell or interpreter runs another command's
 // output as its program.
-func (b *builder) pipesToShell() {
+func (b *inputBuilder) pipesToShell() {
 	if b.script != nil {
 		b.script.PipesToShell = true
 	}
@@ -429,7 +429,7 @@ func (b *builder) pipesToShell() {
 
 // evalArgs parses the string eval runs, when every word is a literal: the
 // words joined with spaces, run in the current shell.
-func (b *builder) evalArgs(sc *scope, args []word) {
+func (b *inputBuilder) evalArgs(sc *shellScope, args []shellWord) {
 	if len(args) == 0 {
 		return
 	}
@@ -443,23 +443,23 @@ func (b *builder) evalArgs(sc *scope, args []word) {
 		}
 		parts[i] = a.text
 	}
-	b.parseScript(scope{origin: originEval, depth: sc.depth + 1, dir: sc.dir, pipeLen: 1, pipeReader: sc.pipeReader},
+	b.parseScript(shellScope{origin: originEval, depth: sc.depth + 1, dir: sc.dir, pipeLen: 1, pipeReader: sc.pipeReader},
 		strings.Join(parts, " "), "")
 }
 
 // trapAction parses the action of `trap ACTION SIGNAL…`, which the shell
 // runs later like eval.
-func (b *builder) trapAction(sc *scope, operands []string) {
+func (b *inputBuilder) trapAction(sc *shellScope, operands []string) {
 	if len(operands) < 2 || operands[0] == "-" || strings.TrimSpace(operands[0]) == "" {
 		return
 	}
 	dir := *sc.dir
-	b.parseScript(scope{origin: originEval, depth: sc.depth + 1, dir: &dir, pipeLen: 1}, operands[0], "")
+	b.parseScript(shellScope{origin: originEval, depth: sc.depth + 1, dir: &dir, pipeLen: 1}, operands[0], "")
 }
 
 // trapActionWord marks the action of `trap ACTION SIGNAL…` (shell code,
 // not a path).
-func trapActionWord(args []word) []bool {
+func trapActionWord(args []shellWord) []bool {
 	for i, a := range args {
 		if !strings.HasPrefix(a.text, "-") || a.text == "-" {
 			skip := make([]bool, len(args))
@@ -472,7 +472,7 @@ func trapActionWord(args []word) []bool {
 
 // aliasValues parses the value of each `alias NAME=VALUE`: with
 // expand_aliases on, a later NAME runs VALUE.
-func (b *builder) aliasValues(sc *scope, args []word) {
+func (b *inputBuilder) aliasValues(sc *shellScope, args []shellWord) {
 	for _, a := range args {
 		v, ok := assignmentValue(a)
 		if !ok || strings.TrimSpace(v.text) == "" {
@@ -485,7 +485,7 @@ func (b *builder) aliasValues(sc *scope, args []word) {
 			continue
 		}
 		dir := *sc.dir
-		b.parseScript(scope{origin: originEval, depth: sc.depth + 1, dir: &dir, pipeLen: 1}, v.text, "")
+		b.parseScript(shellScope{origin: originEval, depth: sc.depth + 1, dir: &dir, pipeLen: 1}, v.text, "")
 	}
 }
 
@@ -494,7 +494,7 @@ var findExecActions = map[string]bool{"-exec": true, "-execdir": true, "-ok": tr
 
 // findExecWords marks the args that belong to commands find runs
 // (`-exec rm {} ;`), so find's own paths leave them out.
-func findExecWords(args []word) []bool {
+func findExecWords(args []shellWord) []bool {
 	var skip []bool
 	for i := 0; i < len(args); i++ {
 		if !args[i].literal || !findExecActions[args[i].text] {
@@ -511,11 +511,11 @@ func findExecWords(args []word) []bool {
 }
 
 // findExec records the commands find runs with -exec and friends.
-func (b *builder) findExec(sc *scope, args []word, skip []bool, dir dirState, raw string) {
+func (b *inputBuilder) findExec(sc *shellScope, args []shellWord, skip []bool, dir dirState, raw string) {
 	if skip == nil {
 		return
 	}
-	sub := scope{origin: originFind, depth: sc.depth, dir: &dir, pipeLen: 1}
+	sub := shellScope{origin: originFind, depth: sc.depth, dir: &dir, pipeLen: 1}
 	for i := 0; i < len(args); {
 		if !skip[i] {
 			i++

@@ -72,7 +72,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		checkInvariants(t, in, !shellMode)
+		checkInputInvariants(t, in, !shellMode)
 		if shellMode && in.Script == nil {
 			t.Fatalf("shell mode gave no script")
 		}

@@ -1,11 +1,14 @@
 package engine
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
-// interpreter describes how a shell or script interpreter gets its
+// interpreterSpec describes how a shell or script interpreter gets its
 // program: inline (sh -c, python -c), from a file operand, or from stdin.
 // Option letters are listed without the dash.
-type interpreter struct {
+type interpreterSpec struct {
 	shell      bool     // the program text is a shell script: parse it
 	modeCode   bool     // -c is a mode and the program is the first operand (shells)
 	codeShort  string   // short options whose value is the program text
@@ -19,25 +22,26 @@ type interpreter struct {
 	noStdin    bool     // never reads its program from stdin (su, source)
 }
 
+// The specs of interpreterSpecs, one per family of programs.
 var (
-	shellInterp = &interpreter{shell: true, modeCode: true, codeShort: "c", valueShort: "oO",
+	shellInterp = &interpreterSpec{shell: true, modeCode: true, codeShort: "c", valueShort: "oO",
 		valueLong: []string{"--rcfile", "--init-file"}, stdinShort: "s"}
-	suInterp = &interpreter{shell: true, codeShort: "c", codeLong: []string{"--command", "--session-command"},
+	suInterp = &interpreterSpec{shell: true, codeShort: "c", codeLong: []string{"--command", "--session-command"},
 		valueShort: "sgGw", valueLong: []string{"--shell", "--group", "--supp-group", "--whitelist-environment"},
 		anywhere: true, noStdin: true}
-	pythonInterp = &interpreter{codeShort: "c", valueShort: "WX", valueLong: []string{"--check-hash-based-pycs"}, runShort: "m"}
-	perlInterp   = &interpreter{codeShort: "eE", restShort: "0CdDiIlmMVx"}
-	rubyInterp   = &interpreter{codeShort: "e", valueShort: "ICErx"}
-	nodeInterp   = &interpreter{codeShort: "ep", codeLong: []string{"--eval", "--print"}, valueShort: "rC",
+	pythonInterp = &interpreterSpec{codeShort: "c", valueShort: "WX", valueLong: []string{"--check-hash-based-pycs"}, runShort: "m"}
+	perlInterp   = &interpreterSpec{codeShort: "eE", restShort: "0CdDiIlmMVx"}
+	rubyInterp   = &interpreterSpec{codeShort: "e", valueShort: "ICErx"}
+	nodeInterp   = &interpreterSpec{codeShort: "ep", codeLong: []string{"--eval", "--print"}, valueShort: "rC",
 		valueLong: []string{"--require", "--import", "--loader", "--experimental-loader", "--conditions"}}
-	phpInterp    = &interpreter{codeShort: "rBRE", valueShort: "dcz", runShort: "fF"}
-	luaInterp    = &interpreter{codeShort: "e", valueShort: "l"}
-	sourceInterp = &interpreter{noStdin: true}
+	phpInterp    = &interpreterSpec{codeShort: "rBRE", valueShort: "dcz", runShort: "fF"}
+	luaInterp    = &interpreterSpec{codeShort: "e", valueShort: "l"}
+	sourceInterp = &interpreterSpec{noStdin: true}
 )
 
-// interpreters lists shells and interpreters by basename, with any version
+// interpreterSpecs lists shells and interpreters by basename, with any version
 // suffix removed ("python3.12" is "python").
-var interpreters = map[string]*interpreter{
+var interpreterSpecs = map[string]*interpreterSpec{
 	"sh": shellInterp, "bash": shellInterp, "dash": shellInterp, "zsh": shellInterp, "ksh": shellInterp,
 	"ash": shellInterp, "mksh": shellInterp, "lksh": shellInterp, "pdksh": shellInterp, "yash": shellInterp,
 	"posh": shellInterp, "rbash": shellInterp, "hush": shellInterp, "fish": shellInterp, "csh": shellInterp,
@@ -52,7 +56,7 @@ var interpreters = map[string]*interpreter{
 // interpResult is what analyseInterpreter found in a command's args.
 type interpResult struct {
 	shell   bool  // the program text is a shell script
-	isShell bool  // the program is a shell itself (not su)
+	isShell bool  // the program runs shell code itself (a shell, source; not su)
 	code    int   // index in args of the (first) program text, or -1
 	codeAt  int   // byte offset of the program text in that word (-ccode)
 	codes   []int // indexes of every program-text word, for path detection to skip
@@ -71,20 +75,20 @@ func (r *interpResult) isCode(i int) bool {
 }
 
 // interpreterFor returns the interpreter named by a program basename.
-func interpreterFor(name string) *interpreter {
-	if in, ok := interpreters[name]; ok {
+func interpreterFor(name string) *interpreterSpec {
+	if in, ok := interpreterSpecs[name]; ok {
 		return in
 	}
 	base := strings.TrimRight(name, "0123456789.")
 	if base == "" || base == name {
 		return nil
 	}
-	return interpreters[base]
+	return interpreterSpecs[base]
 }
 
 // analyseInterpreter finds where the program of a shell or interpreter
 // comes from. name is the program's basename ("" when it is not literal).
-func analyseInterpreter(name string, args []word) interpResult {
+func analyseInterpreter(name string, args []shellWord) interpResult {
 	res := interpResult{code: -1, file: -1}
 	if name == "" {
 		return res
@@ -117,14 +121,14 @@ scan:
 		case strings.HasPrefix(t, "--"):
 			opt, _, hasValue := strings.Cut(t, "=")
 			switch {
-			case contains(sp.codeLong, opt):
+			case slices.Contains(sp.codeLong, opt):
 				if hasValue {
 					addCode(i, len(opt)+1)
 				} else if i+1 < len(args) {
 					i++
 					addCode(i, 0)
 				}
-			case contains(sp.valueLong, opt) && !hasValue:
+			case slices.Contains(sp.valueLong, opt) && !hasValue:
 				i++
 			}
 		case t[0] == '-' || t[0] == '+' && sp.modeCode:
@@ -195,16 +199,6 @@ func isStdinFile(t string) bool {
 	switch t {
 	case "-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0":
 		return true
-	}
-	return false
-}
-
-// contains reports whether list holds s.
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
 	}
 	return false
 }

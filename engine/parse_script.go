@@ -11,9 +11,9 @@ import (
 	"avfs/wire"
 )
 
-// parsers reuses bash parsers: a parser holds a few KiB of buffers and is
+// shParsers reuses bash parsers: a parser holds a few KiB of buffers and is
 // reset by every Parse call, and the trees it returns do not borrow them.
-var parsers = sync.Pool{New: func() any {
+var shParsers = sync.Pool{New: func() any {
 	return syntax.NewParser(syntax.Variant(syntax.LangBash))
 }}
 
@@ -22,7 +22,7 @@ var parsers = sync.Pool{New: func() any {
 // shell); scripts found inside it (bash -c in a script, eval strings) add
 // their commands, redirects and functions to the same Script. A script
 // that does not parse, or is nested too deep, sets Script.ParseError.
-func (b *builder) parseScript(sc scope, src, shell string) {
+func (b *inputBuilder) parseScript(sc shellScope, src, shell string) {
 	if b.script == nil {
 		b.script = newScript(src, shell)
 	}
@@ -38,9 +38,9 @@ func (b *builder) parseScript(sc scope, src, shell string) {
 		b.parseError(msg)
 		return
 	}
-	p := parsers.Get().(*syntax.Parser)
+	p := shParsers.Get().(*syntax.Parser)
 	f, err := p.Parse(strings.NewReader(src), "")
-	parsers.Put(p)
+	shParsers.Put(p)
 	if err != nil {
 		b.parseError(err.Error())
 		return
@@ -81,14 +81,14 @@ func checkNesting(src string) string {
 }
 
 // parseError records the first parse error of the script.
-func (b *builder) parseError(msg string) {
+func (b *inputBuilder) parseError(msg string) {
 	if b.script.ParseError == "" {
 		b.script.ParseError = msg
 	}
 }
 
 // walkStmts records the commands of a statement list, in order.
-func (b *builder) walkStmts(sc *scope, stmts []*syntax.Stmt) {
+func (b *inputBuilder) walkStmts(sc *shellScope, stmts []*syntax.Stmt) {
 	for _, s := range stmts {
 		if b.err != nil {
 			return
@@ -98,7 +98,7 @@ func (b *builder) walkStmts(sc *scope, stmts []*syntax.Stmt) {
 }
 
 // walkStmt records the commands of one statement and its redirections.
-func (b *builder) walkStmt(sc *scope, s *syntax.Stmt) {
+func (b *inputBuilder) walkStmt(sc *shellScope, s *syntax.Stmt) {
 	if s == nil {
 		return
 	}
@@ -144,22 +144,22 @@ func (b *builder) walkStmt(sc *scope, s *syntax.Stmt) {
 
 // callExpr records a simple command: its words after expansion markers are
 // resolved, then the substitutions inside its words.
-func (b *builder) callExpr(sc *scope, s *syntax.Stmt, c *syntax.CallExpr, redirs []redir, feed stdinFeed) {
+func (b *inputBuilder) callExpr(sc *shellScope, s *syntax.Stmt, c *syntax.CallExpr, redirs []shellRedirect, feed stdinFeed) {
 	plain := true // no word can hold a substitution
-	assigns := make([]assignment, 0, len(c.Assigns))
+	assigns := make([]envAssignment, 0, len(c.Assigns))
 	for _, a := range c.Assigns {
 		if a != nil && a.Name != nil {
 			v := b.assignValue(sc.src, a)
 			plain = plain && v.literal && a.Index == nil
-			assigns = append(assigns, assignment{name: a.Name.Value, value: v})
+			assigns = append(assigns, envAssignment{name: a.Name.Value, value: v})
 		}
 	}
 	if len(c.Args) == 0 {
 		b.addBare(sc, s, assigns, redirs)
 	} else {
-		words := make([]word, len(c.Args))
+		words := make([]shellWord, len(c.Args))
 		for i, w := range c.Args {
-			words[i] = b.word(sc.src, w)
+			words[i] = b.convertWord(sc.src, w)
 			plain = plain && words[i].literal
 		}
 		b.addCommand(sc, words, cmdExtra{raw: stmtSource(sc.src, s), assigns: assigns, redirs: redirs, stdin: feed})
@@ -172,7 +172,7 @@ func (b *builder) callExpr(sc *scope, s *syntax.Stmt, c *syntax.CallExpr, redirs
 // addBare records a statement without a program — only assignments or
 // redirections (`> file`, `FOO=bar`) — as a command with an empty argv,
 // so its paths and assignments have a command to belong to.
-func (b *builder) addBare(sc *scope, s *syntax.Stmt, assigns []assignment, redirs []redir) {
+func (b *inputBuilder) addBare(sc *shellScope, s *syntax.Stmt, assigns []envAssignment, redirs []shellRedirect) {
 	if len(assigns) == 0 && len(redirs) == 0 {
 		return
 	}
@@ -199,7 +199,7 @@ func (b *builder) addBare(sc *scope, s *syntax.Stmt, assigns []assignment, redir
 }
 
 // compound records the commands inside a compound command.
-func (b *builder) compound(sc *scope, s *syntax.Stmt, cmd syntax.Command) {
+func (b *inputBuilder) compound(sc *shellScope, s *syntax.Stmt, cmd syntax.Command) {
 	switch c := cmd.(type) {
 	case *syntax.Block:
 		b.walkStmts(sc, c.Stmts)
@@ -284,7 +284,7 @@ func stmtCmd(s *syntax.Stmt) syntax.Command {
 }
 
 // child returns the scope of a subshell: same origin, own directory.
-func (sc *scope) child() scope {
+func (sc *shellScope) child() shellScope {
 	c := *sc
 	d := *sc.dir
 	c.dir = &d
@@ -293,7 +293,7 @@ func (sc *scope) child() scope {
 
 // pipeline records the commands of `a | b | c`. Every element runs in its
 // own subshell; every element after the first reads the one before it.
-func (b *builder) pipeline(sc *scope, c *syntax.BinaryCmd) {
+func (b *inputBuilder) pipeline(sc *shellScope, c *syntax.BinaryCmd) {
 	var elems []*syntax.Stmt
 	elems = flattenPipeline(c.X, elems)
 	elems = flattenPipeline(c.Y, elems)
@@ -318,7 +318,7 @@ func flattenPipeline(s *syntax.Stmt, out []*syntax.Stmt) []*syntax.Stmt {
 }
 
 // function records the name of a function the script defines.
-func (b *builder) function(name string) {
+func (b *inputBuilder) function(name string) {
 	for _, f := range b.script.Functions {
 		if f == name {
 			return
@@ -330,7 +330,7 @@ func (b *builder) function(name string) {
 // walkSubst records the commands of every command and process substitution
 // inside node (a word, an arithmetic or test expression, a loop header),
 // without entering the substitutions' own statements twice.
-func (b *builder) walkSubst(sc *scope, node syntax.Node) {
+func (b *inputBuilder) walkSubst(sc *shellScope, node syntax.Node) {
 	if w, ok := node.(*syntax.Word); ok && plainWord(w) {
 		return
 	}
@@ -367,27 +367,27 @@ func plainWord(w *syntax.Word) bool {
 
 // declClause records export, declare, local, readonly, typeset and nameref
 // as commands: their assignments are visible like a program's arguments.
-func (b *builder) declClause(sc *scope, s *syntax.Stmt, c *syntax.DeclClause) {
-	words := make([]word, 0, 1+len(c.Args))
-	words = append(words, word{text: c.Variant.Value, literal: true})
-	var assigns []assignment
+func (b *inputBuilder) declClause(sc *shellScope, s *syntax.Stmt, c *syntax.DeclClause) {
+	words := make([]shellWord, 0, 1+len(c.Args))
+	words = append(words, shellWord{text: c.Variant.Value, literal: true})
+	var assigns []envAssignment
 	for _, a := range c.Args {
 		if a == nil {
 			continue
 		}
 		switch {
 		case a.Naked && a.Name == nil && a.Value != nil:
-			words = append(words, b.word(sc.src, a.Value))
+			words = append(words, b.convertWord(sc.src, a.Value))
 		case a.Name != nil && !a.Naked && a.Index == nil && a.Array == nil:
 			v := b.assignValue(sc.src, a)
 			op := "="
 			if a.Append {
 				op = "+="
 			}
-			words = append(words, word{text: a.Name.Value + op + v.text, literal: v.literal, subst: v.subst})
-			assigns = append(assigns, assignment{name: a.Name.Value, value: v})
+			words = append(words, shellWord{text: a.Name.Value + op + v.text, literal: v.literal, subst: v.subst})
+			assigns = append(assigns, envAssignment{name: a.Name.Value, value: v})
 		case a.Name != nil || a.Value != nil:
-			words = append(words, word{text: source(sc.src, a), literal: false, subst: hasSubst(a)})
+			words = append(words, shellWord{text: nodeSource(sc.src, a), literal: false, subst: hasSubst(a)})
 		}
 	}
 	// walkStmt attaches the statement's redirections, as for any compound.
@@ -410,12 +410,12 @@ type stdinFeed struct {
 // redirects converts a statement's redirections, records them in the
 // script, and reports what they feed to stdin (the last stdin
 // redirection wins, as in the shell).
-func (b *builder) redirects(sc *scope, rs []*syntax.Redirect) ([]redir, stdinFeed) {
+func (b *inputBuilder) redirects(sc *shellScope, rs []*syntax.Redirect) ([]shellRedirect, stdinFeed) {
 	var feed stdinFeed
 	if len(rs) == 0 {
 		return nil, feed
 	}
-	out := make([]redir, 0, len(rs))
+	out := make([]shellRedirect, 0, len(rs))
 	for _, r := range rs {
 		if r == nil || r.Word == nil {
 			continue
@@ -424,8 +424,8 @@ func (b *builder) redirects(sc *scope, rs []*syntax.Redirect) ([]redir, stdinFee
 		if r.N != nil {
 			op = r.N.Value + op
 		}
-		target := b.word(sc.src, r.Word)
-		rd := redir{wire: wire.Redirect{Op: op, Target: target.text}, target: target}
+		target := b.convertWord(sc.src, r.Word)
+		rd := shellRedirect{wire: wire.Redirect{Op: op, Target: target.text}, target: target}
 		switch r.Op {
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrIn, syntax.RdrInOut, syntax.RdrClob,
 			syntax.AppClob, syntax.RdrAll, syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob:
@@ -466,7 +466,7 @@ func heredocFeed(r *syntax.Redirect) stdinFeed {
 		if quoted {
 			sb.WriteString(l.Value)
 		} else {
-			unescape(&sb, l.Value, "$`\\\n")
+			unescapeShell(&sb, l.Value, "$`\\\n")
 		}
 	}
 	return stdinFeed{literal: true, text: sb.String()}
@@ -505,16 +505,16 @@ func stmtSource(src string, s *syntax.Stmt) string {
 			end = max(end, r.Word.End().Offset())
 		}
 	}
-	return slice(src, start, end)
+	return sourceRange(src, start, end)
 }
 
-// source is the source text of a node.
-func source(src string, n syntax.Node) string {
-	return slice(src, n.Pos().Offset(), n.End().Offset())
+// nodeSource is the source text of a node.
+func nodeSource(src string, n syntax.Node) string {
+	return sourceRange(src, n.Pos().Offset(), n.End().Offset())
 }
 
-// slice returns src[start:end], or "" when the bounds do not fit.
-func slice(src string, start, end uint) string {
+// sourceRange returns src[start:end], or "" when the bounds do not fit.
+func sourceRange(src string, start, end uint) string {
 	if start > end || end > uint(len(src)) {
 		return ""
 	}
@@ -535,22 +535,22 @@ func hasSubst(node syntax.Node) bool {
 }
 
 // assignValue returns the value of an assignment as a word.
-func (b *builder) assignValue(src string, a *syntax.Assign) word {
+func (b *inputBuilder) assignValue(src string, a *syntax.Assign) shellWord {
 	switch {
 	case a.Array != nil:
-		return word{text: source(src, a.Array), subst: hasSubst(a.Array)}
+		return shellWord{text: nodeSource(src, a.Array), subst: hasSubst(a.Array)}
 	case a.Value != nil:
-		return b.word(src, a.Value)
+		return b.convertWord(src, a.Value)
 	}
-	return word{literal: true}
+	return shellWord{literal: true}
 }
 
-// word converts a syntax word: literal words (plain, quoted, escaped,
+// convertWord converts a syntax word: literal words (plain, quoted, escaped,
 // $'…') become their value; any other word keeps its source text.
-func (b *builder) word(src string, w *syntax.Word) word {
+func (b *inputBuilder) convertWord(src string, w *syntax.Word) shellWord {
 	if len(w.Parts) == 1 {
 		if l, ok := w.Parts[0].(*syntax.Lit); ok && strings.IndexByte(l.Value, '\\') < 0 && strings.IndexByte(l.Value, '{') < 0 {
-			return word{text: l.Value, literal: true}
+			return shellWord{text: l.Value, literal: true}
 		}
 	}
 	var sb strings.Builder
@@ -561,7 +561,7 @@ func (b *builder) word(src string, w *syntax.Word) word {
 		}
 		switch p := part.(type) {
 		case *syntax.Lit:
-			unescape(&sb, p.Value, "")
+			unescapeShell(&sb, p.Value, "")
 		case *syntax.SglQuoted:
 			if p.Dollar {
 				ansiC(&sb, p.Value)
@@ -575,16 +575,16 @@ func (b *builder) word(src string, w *syntax.Word) word {
 					literal = false
 					break
 				}
-				unescape(&sb, l.Value, "$`\"\\\n")
+				unescapeShell(&sb, l.Value, "$`\"\\\n")
 			}
 		default:
 			literal = false
 		}
 	}
 	if literal {
-		return word{text: sb.String(), literal: true}
+		return shellWord{text: sb.String(), literal: true}
 	}
-	out := word{text: source(src, w), subst: hasSubst(w)}
+	out := shellWord{text: nodeSource(src, w), subst: hasSubst(w)}
 	if len(w.Parts) == 1 {
 		_, out.procSubst = w.Parts[0].(*syntax.ProcSubst)
 	}
@@ -608,10 +608,10 @@ func hasBraceExpansion(w *syntax.Word) bool {
 	return false
 }
 
-// unescape writes s with backslash escapes removed. With only == "" every
+// unescapeShell writes s with backslash escapes removed. With only == "" every
 // character can be escaped (unquoted text); otherwise only those in only
 // (double-quoted text) and the backslash stays before any other.
-func unescape(sb *strings.Builder, s, only string) {
+func unescapeShell(sb *strings.Builder, s, only string) {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c == '\\' && i+1 < len(s) && (only == "" || strings.IndexByte(only, s[i+1]) >= 0) {
@@ -662,7 +662,7 @@ func ansiC(sb *strings.Builder, s string) {
 			} else if e == 'U' {
 				width = 8
 			}
-			v, n := hexValue(s[i+1:], width)
+			v, n := parseHex(s[i+1:], width)
 			if n == 0 {
 				sb.WriteByte('\\')
 				sb.WriteByte(e)
@@ -689,8 +689,8 @@ func ansiC(sb *strings.Builder, s string) {
 	}
 }
 
-// hexValue reads up to width hex digits from the start of s.
-func hexValue(s string, width int) (v, n int) {
+// parseHex reads up to width hex digits from the start of s.
+func parseHex(s string, width int) (v, n int) {
 	for n < width && n < len(s) {
 		c := s[n]
 		var d int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,17 +15,17 @@ import (
 	"avfs/wire"
 )
 
-// fakePrograms are the executables of the test PATH (fakeBin).
+// fakePrograms are the executables of the test PATH (fakePathDir).
 var fakePrograms = []string{
 	"bash", "busybox", "cat", "chmod", "curl", "dd", "echo", "env", "find", "flock", "git", "id",
 	"ls", "make", "nice", "nohup", "perl", "python", "python3", "rm", "sh", "sudo", "tar",
 	"timeout", "wget", "xargs", "zsh",
 }
 
-// fakeBin makes a directory holding fakePrograms (and a non-executable
+// fakePathDir makes a directory holding fakePrograms (and a non-executable
 // file "noexec") to serve as PATH, so program_path does not depend on the
 // machine running the tests.
-func fakeBin(tb testing.TB) string {
+func fakePathDir(tb testing.TB) string {
 	tb.Helper()
 	dir := tb.TempDir()
 	for _, p := range fakePrograms {
@@ -38,8 +39,8 @@ func fakeBin(tb testing.TB) string {
 	return dir
 }
 
-func argv(words ...string) ParseRequest { return ParseRequest{Argv: words} }
-func shell(src string) ParseRequest     { return ParseRequest{Shell: src} }
+func argvReq(words ...string) ParseRequest { return ParseRequest{Argv: words} }
+func shellReq(src string) ParseRequest     { return ParseRequest{Shell: src} }
 
 // cmdWant is the expected shape of one command. Empty strings and nil
 // slices or maps are not checked; the booleans always are. path "none"
@@ -74,7 +75,7 @@ type parseCase struct {
 
 func runParseCases(t *testing.T, cases []parseCase) {
 	t.Helper()
-	bin := fakeBin(t)
+	bin := fakePathDir(t)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			req := tc.req
@@ -88,13 +89,13 @@ func runParseCases(t *testing.T, cases []parseCase) {
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			checkInvariants(t, in, len(req.Argv) > 0)
+			checkInputInvariants(t, in, len(req.Argv) > 0)
 			if tc.cmds != nil {
 				if len(in.Commands) != len(tc.cmds) {
-					t.Fatalf("got %d commands %s, want %d", len(in.Commands), programs(in), len(tc.cmds))
+					t.Fatalf("got %d commands %s, want %d", len(in.Commands), commandPrograms(in), len(tc.cmds))
 				}
 				for i, w := range tc.cmds {
-					checkCommand(t, i, in.Commands[i], w, bin)
+					checkParsedCommand(t, i, in.Commands[i], w, bin)
 				}
 			}
 			if tc.paths != nil {
@@ -110,7 +111,7 @@ func runParseCases(t *testing.T, cases []parseCase) {
 				t.Errorf("script = %+v, want none", in.Script)
 			}
 			if tc.script != nil {
-				checkScript(t, in.Script, tc.script)
+				checkParsedScript(t, in.Script, tc.script)
 			}
 			if tc.check != nil {
 				tc.check(t, in)
@@ -119,7 +120,7 @@ func runParseCases(t *testing.T, cases []parseCase) {
 	}
 }
 
-func programs(in *wire.Input) string {
+func commandPrograms(in *wire.Input) string {
 	var p []string
 	for _, c := range in.Commands {
 		p = append(p, c.Program+"("+c.Origin+")")
@@ -135,7 +136,7 @@ func pathString(p wire.Path) string {
 	return p.Arg + "=" + p.Path + " " + where + " " + p.Source + "@" + strconv.Itoa(p.Command)
 }
 
-func checkCommand(t *testing.T, i int, c wire.Command, w cmdWant, bin string) {
+func checkParsedCommand(t *testing.T, i int, c wire.Command, w cmdWant, bin string) {
 	t.Helper()
 	errorf := func(field string, got, want any) {
 		t.Helper()
@@ -168,10 +169,10 @@ func checkCommand(t *testing.T, i int, c wire.Command, w cmdWant, bin string) {
 			errorf(f.name, f.got, f.want)
 		}
 	}
-	if w.fv != nil && !mapsEqual(c.FlagValues, w.fv) {
+	if w.fv != nil && !maps.Equal(c.FlagValues, w.fv) {
 		errorf("flag_values", c.FlagValues, w.fv)
 	}
-	if w.assigns != nil && !mapsEqual(c.Assignments, w.assigns) {
+	if w.assigns != nil && !maps.Equal(c.Assignments, w.assigns) {
 		errorf("assignments", c.Assignments, w.assigns)
 	}
 	if w.wrappers != nil {
@@ -200,19 +201,7 @@ func checkCommand(t *testing.T, i int, c wire.Command, w cmdWant, bin string) {
 	}
 }
 
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
-}
-
-func checkScript(t *testing.T, s *wire.Script, w *scriptWant) {
+func checkParsedScript(t *testing.T, s *wire.Script, w *scriptWant) {
 	t.Helper()
 	if s == nil {
 		t.Fatalf("script = nil, want one")
@@ -248,10 +237,10 @@ func checkScript(t *testing.T, s *wire.Script, w *scriptWant) {
 	}
 }
 
-// checkInvariants checks what holds for every document: commands[0] is
+// checkInputInvariants checks what holds for every document: commands[0] is
 // command, every path points at a command and has a source, and the JSON
 // has no null except an absent script.
-func checkInvariants(t testing.TB, in *wire.Input, argvMode bool) {
+func checkInputInvariants(t testing.TB, in *wire.Input, argvMode bool) {
 	t.Helper()
 	if in.SchemaVersion != wire.InputSchemaVersion {
 		t.Errorf("schema_version = %d", in.SchemaVersion)
@@ -291,25 +280,25 @@ func checkInvariants(t testing.TB, in *wire.Input, argvMode bool) {
 	if in.Script == nil {
 		delete(doc, "script")
 	}
-	if where := findNull(doc, "input"); where != "" {
+	if where := findJSONNull(doc, "input"); where != "" {
 		t.Errorf("null at %s in %s", where, data)
 	}
 }
 
-// findNull returns the location of the first JSON null in v, or "".
-func findNull(v any, at string) string {
+// findJSONNull returns the location of the first JSON null in v, or "".
+func findJSONNull(v any, at string) string {
 	switch v := v.(type) {
 	case nil:
 		return at
 	case map[string]any:
 		for k, x := range v {
-			if w := findNull(x, at+"."+k); w != "" {
+			if w := findJSONNull(x, at+"."+k); w != "" {
 				return w
 			}
 		}
 	case []any:
 		for i, x := range v {
-			if w := findNull(x, at+"["+strconv.Itoa(i)+"]"); w != "" {
+			if w := findJSONNull(x, at+"["+strconv.Itoa(i)+"]"); w != "" {
 				return w
 			}
 		}
@@ -321,7 +310,7 @@ func TestParseArgv(t *testing.T) {
 	runParseCases(t, []parseCase{
 		{
 			name:     "plain command",
-			req:      argv("git", "status"),
+			req:      argvReq("git", "status"),
 			cmds:     []cmdWant{{prog: "git", path: "BIN/git", origin: "argv", pipe: "0/1", argv: []string{"git", "status"}, flags: []string{}, ops: []string{"status"}, wrappers: []string{}}},
 			paths:    []string{},
 			noScript: true,
@@ -333,7 +322,7 @@ func TestParseArgv(t *testing.T) {
 		},
 		{
 			name: "flags split",
-			req:  argv("rm", "-rf", "--no-preserve-root", "--out=x", "-o/tmp/y", "-n5", "--", "-v", "./a"),
+			req:  argvReq("rm", "-rf", "--no-preserve-root", "--out=x", "-o/tmp/y", "-n5", "--", "-v", "./a"),
 			cmds: []cmdWant{{
 				prog:  "rm",
 				flags: []string{"-r", "-f", "--no-preserve-root", "--out", "-o", "-n", "-5"},
@@ -344,12 +333,12 @@ func TestParseArgv(t *testing.T) {
 		},
 		{
 			name: "lone dash and odd dashes are operands",
-			req:  argv("cat", "-", "-/x", "-é"),
+			req:  argvReq("cat", "-", "-/x", "-é"),
 			cmds: []cmdWant{{prog: "cat", flags: []string{}, ops: []string{"-", "-/x", "-é"}}},
 		},
 		{
 			name: "raw quotes words",
-			req:  argv("echo", "a b", "it's", ""),
+			req:  argvReq("echo", "a b", "it's", ""),
 			check: func(t *testing.T, in *wire.Input) {
 				if want := `echo 'a b' 'it'\''s' ''`; in.Command.Raw != want {
 					t.Errorf("raw = %s, want %s", in.Command.Raw, want)
@@ -358,7 +347,7 @@ func TestParseArgv(t *testing.T) {
 		},
 		{
 			name: "absolute program path",
-			req:  argv("/usr/bin/curl", "x"),
+			req:  argvReq("/usr/bin/curl", "x"),
 			cmds: []cmdWant{{prog: "curl", argv: []string{"/usr/bin/curl", "x"}, ops: []string{"x"}}},
 			check: func(t *testing.T, in *wire.Input) {
 				want := ""
@@ -372,48 +361,48 @@ func TestParseArgv(t *testing.T) {
 		},
 		{
 			name: "missing absolute program",
-			req:  argv("/nonexistent/curl", "x"),
+			req:  argvReq("/nonexistent/curl", "x"),
 			cmds: []cmdWant{{prog: "curl", path: "none"}},
 		},
 		{
 			name: "relative program kept",
-			req:  argv("./run.sh", "--fast"),
+			req:  argvReq("./run.sh", "--fast"),
 			cmds: []cmdWant{{prog: "run.sh", path: "./run.sh", flags: []string{"--fast"}}},
 		},
 		{
 			name: "program not on PATH",
-			req:  argv("nosuchprogram"),
+			req:  argvReq("nosuchprogram"),
 			cmds: []cmdWant{{prog: "nosuchprogram", path: "none"}},
 		},
 		{
 			name: "not executable is not found",
-			req:  argv("noexec"),
+			req:  argvReq("noexec"),
 			cmds: []cmdWant{{prog: "noexec", path: "none"}},
 		},
 		{
 			name: "leading assignments, PATH used for lookup",
-			req:  argv("FOO=1", "PATH=/nonexistent", "curl", "x"),
+			req:  argvReq("FOO=1", "PATH=/nonexistent", "curl", "x"),
 			cmds: []cmdWant{{prog: "curl", path: "none", assigns: map[string]string{"FOO": "1", "PATH": "/nonexistent"}, wrappers: []string{}}},
 		},
 		{
 			name: "assignment alone is the program",
-			req:  argv("FOO=1"),
+			req:  argvReq("FOO=1"),
 			cmds: []cmdWant{{prog: "FOO=1", assigns: map[string]string{}}},
 		},
 		{
 			name:  "assignment values that are paths",
-			req:   argv("LD_PRELOAD=/tmp/x.so", "dd", "if=/dev/sda", "of=out.img", "bs=1M"),
+			req:   argvReq("LD_PRELOAD=/tmp/x.so", "dd", "if=/dev/sda", "of=out.img", "bs=1M"),
 			cmds:  []cmdWant{{prog: "dd", ops: []string{"if=/dev/sda", "of=out.img", "bs=1M"}}},
 			paths: []string{"/tmp/x.so=/tmp/x.so out arg@0", "/dev/sda=/dev/sda out arg@0"},
 		},
 		{
 			name: "command -v is a lookup",
-			req:  argv("command", "-v", "curl"),
+			req:  argvReq("command", "-v", "curl"),
 			cmds: []cmdWant{{prog: "command", flags: []string{"-v"}, ops: []string{"curl"}, wrappers: []string{}}},
 		},
 		{
 			name: "find -exec runs a command",
-			req:  argv("find", ".", "-name", "*.o", "-exec", "rm", "-f", "{}", ";"),
+			req:  argvReq("find", ".", "-name", "*.o", "-exec", "rm", "-f", "{}", ";"),
 			cmds: []cmdWant{
 				{prog: "find", origin: "argv"},
 				{prog: "rm", origin: "find", argv: []string{"rm", "-f", "{}"}, flags: []string{"-f"}},
@@ -422,7 +411,7 @@ func TestParseArgv(t *testing.T) {
 		},
 		{
 			name: "find -execdir with +",
-			req:  argv("find", "/", "-execdir", "sh", "-c", "rm -rf ./x", "+"),
+			req:  argvReq("find", "/", "-execdir", "sh", "-c", "rm -rf ./x", "+"),
 			cmds: []cmdWant{
 				{prog: "find"},
 				{prog: "sh", origin: "find"},
@@ -432,50 +421,50 @@ func TestParseArgv(t *testing.T) {
 		},
 		{
 			name: "interpreters reading stdin",
-			req:  argv("python3"),
+			req:  argvReq("python3"),
 			cmds: []cmdWant{{prog: "python3", path: "BIN/python3", stdin: true}},
 		},
 		{
 			name:  "interpreter with a script file",
-			req:   argv("python3", "-u", "tool.py", "--flag"),
+			req:   argvReq("python3", "-u", "tool.py", "--flag"),
 			cmds:  []cmdWant{{prog: "python3", flags: []string{"-u", "--flag"}, ops: []string{"tool.py"}}},
 			paths: []string{"tool.py=/src/tool.py in arg@0"},
 		},
 		{
 			name:     "python -c in argv is not a shell script",
-			req:      argv("python", "-c", "import os; os.remove('/etc/x')"),
+			req:      argvReq("python", "-c", "import os; os.remove('/etc/x')"),
 			cmds:     []cmdWant{{prog: "python"}},
 			paths:    []string{},
 			noScript: true,
 		},
 		{
 			name: "python -m runs a module",
-			req:  argv("python3", "-m", "http.server"),
+			req:  argvReq("python3", "-m", "http.server"),
 			cmds: []cmdWant{{prog: "python3"}},
 		},
 		{
 			name: "perl -pi -e with a file",
-			req:  argv("perl", "-pi", "-e", "s/a/b/", "f.txt"),
+			req:  argvReq("perl", "-pi", "-e", "s/a/b/", "f.txt"),
 			cmds: []cmdWant{{prog: "perl", ops: []string{"s/a/b/", "f.txt"}}},
 		},
 		{
 			name:  "file operand programs",
-			req:   argv("chmod", "-R", "755", "bin", "notes"),
+			req:   argvReq("chmod", "-R", "755", "bin", "notes"),
 			paths: []string{"bin=/src/bin in arg@0", "notes=/src/notes in arg@0"},
 		},
 		{
 			name:  "urls and remotes are not paths",
-			req:   argv("git", "clone", "https://example.com/a/b.git", "git@github.com:a/b.git", "host:dir/x", "dir/x:y"),
+			req:   argvReq("git", "clone", "https://example.com/a/b.git", "git@github.com:a/b.git", "host:dir/x", "dir/x:y"),
 			paths: []string{"dir/x:y=/src/dir/x:y in arg@0"},
 		},
 		{
 			name:  "file url is a host path",
-			req:   argv("curl", "file:///etc/passwd"),
+			req:   argvReq("curl", "file:///etc/passwd"),
 			paths: []string{"file:///etc/passwd=/etc/passwd out arg@0"},
 		},
 		{
 			name: "su -c runs a shell script",
-			req:  argv("su", "-", "root", "-c", "rm -rf /x"),
+			req:  argvReq("su", "-", "root", "-c", "rm -rf /x"),
 			cmds: []cmdWant{
 				{prog: "su", ops: []string{"-", "root", "rm -rf /x"}},
 				{prog: "rm", origin: "script", flags: []string{"-r", "-f"}},
@@ -485,7 +474,7 @@ func TestParseArgv(t *testing.T) {
 		},
 		{
 			name: "eval in argv",
-			req:  argv("eval", "ls ./a"),
+			req:  argvReq("eval", "ls ./a"),
 			cmds: []cmdWant{
 				{prog: "eval", path: "none"},
 				{prog: "ls", origin: "eval"},
@@ -499,7 +488,7 @@ func TestParseWrappers(t *testing.T) {
 	runParseCases(t, []parseCase{
 		{
 			name: "nested wrappers",
-			req:  argv("sudo", "env", "FOO=1", "timeout", "5", "nice", "-n", "5", "curl", "x"),
+			req:  argvReq("sudo", "env", "FOO=1", "timeout", "5", "nice", "-n", "5", "curl", "x"),
 			cmds: []cmdWant{{
 				prog: "curl", path: "BIN/curl", origin: "argv", argv: []string{"curl", "x"}, ops: []string{"x"},
 				wrappers: []string{"sudo", "env FOO=1", "timeout 5", "nice -n 5"},
@@ -517,7 +506,7 @@ func TestParseWrappers(t *testing.T) {
 		},
 		{
 			name: "env options",
-			req:  argv("env", "-i", "-u", "HOME", "-C", "sub", "--", "A=b", "ls", "./x"),
+			req:  argvReq("env", "-i", "-u", "HOME", "-C", "sub", "--", "A=b", "ls", "./x"),
 			cmds: []cmdWant{{prog: "ls", wrappers: []string{"env -i -u HOME -C sub -- A=b"}, assigns: map[string]string{"A": "b"}}},
 			paths: []string{
 				"sub=/src/sub in arg@0",
@@ -532,12 +521,12 @@ func TestParseWrappers(t *testing.T) {
 		},
 		{
 			name: "env -i curl",
-			req:  argv("env", "-i", "curl"),
+			req:  argvReq("env", "-i", "curl"),
 			cmds: []cmdWant{{prog: "curl", path: "BIN/curl", argv: []string{"curl"}, wrappers: []string{"env -i"}}},
 		},
 		{
 			name: "env long options and lone dash",
-			req:  argv("env", "-", "--unset=A", "--chdir", "/tmp", "ls"),
+			req:  argvReq("env", "-", "--unset=A", "--chdir", "/tmp", "ls"),
 			cmds: []cmdWant{{prog: "ls", wrappers: []string{"env - --unset=A --chdir /tmp"}}},
 			check: func(t *testing.T, in *wire.Input) {
 				w := in.Command.Wrappers[0]
@@ -548,36 +537,36 @@ func TestParseWrappers(t *testing.T) {
 		},
 		{
 			name: "env -S splits its string",
-			req:  argv("env", "-S", "python3 -u 'a b'", "x.py"),
+			req:  argvReq("env", "-S", "python3 -u 'a b'", "x.py"),
 			cmds: []cmdWant{{prog: "python3", argv: []string{"python3", "-u", "a b", "x.py"}, wrappers: []string{"env -S python3 -u 'a b'"}}},
 		},
 		{
 			name: "env alone stays env",
-			req:  argv("env"),
+			req:  argvReq("env"),
 			cmds: []cmdWant{{prog: "env", path: "BIN/env", wrappers: []string{}}},
 		},
 		{
 			name: "env with only assignments stays env",
-			req:  argv("env", "A=1"),
+			req:  argvReq("env", "A=1"),
 			cmds: []cmdWant{{prog: "env", ops: []string{"A=1"}, wrappers: []string{}}},
 		},
 		{
 			name: "sudo options with values",
-			req:  argv("sudo", "-u", "root", "-g", "wheel", "-C", "5", "-D", "/var", "-E", "--preserve-env=PATH", "HOME=/x", "ls"),
+			req:  argvReq("sudo", "-u", "root", "-g", "wheel", "-C", "5", "-D", "/var", "-E", "--preserve-env=PATH", "HOME=/x", "ls"),
 			cmds: []cmdWant{{prog: "ls", assigns: map[string]string{"HOME": "/x"},
 				wrappers: []string{"sudo -u root -g wheel -C 5 -D /var -E --preserve-env=PATH HOME=/x"}}},
 			paths: []string{"/var=/var out arg@0", "/x=/x out arg@0"},
 			check: func(t *testing.T, in *wire.Input) {
 				w := in.Command.Wrappers[0]
 				want := map[string]string{"-u": "root", "-g": "wheel", "-C": "5", "-D": "/var", "-E": "PATH"}
-				if !mapsEqual(w.FlagValues, want) {
+				if !maps.Equal(w.FlagValues, want) {
 					t.Errorf("sudo flag_values = %v, want %v", w.FlagValues, want)
 				}
 			},
 		},
 		{
 			name: "sudo long and attached options",
-			req:  argv("sudo", "--user=bob", "-uroot", "--group", "adm", "id"),
+			req:  argvReq("sudo", "--user=bob", "-uroot", "--group", "adm", "id"),
 			cmds: []cmdWant{{prog: "id"}},
 			check: func(t *testing.T, in *wire.Input) {
 				w := in.Command.Wrappers[0]
@@ -588,23 +577,23 @@ func TestParseWrappers(t *testing.T) {
 		},
 		{
 			name: "sudo -l stays sudo",
-			req:  argv("sudo", "-l"),
+			req:  argvReq("sudo", "-l"),
 			cmds: []cmdWant{{prog: "sudo", flags: []string{"-l"}, wrappers: []string{}}},
 		},
 		{
 			name: "sudo -l with a command only lists",
-			req:  argv("sudo", "-l", "rm"),
+			req:  argvReq("sudo", "-l", "rm"),
 			cmds: []cmdWant{{prog: "sudo", ops: []string{"rm"}, wrappers: []string{}}},
 		},
 		{
 			name:  "sudo -e edits files",
-			req:   argv("sudo", "-e", "/etc/hosts"),
+			req:   argvReq("sudo", "-e", "/etc/hosts"),
 			cmds:  []cmdWant{{prog: "sudo", ops: []string{"/etc/hosts"}}},
 			paths: []string{"/etc/hosts=/etc/hosts out arg@0"},
 		},
 		{
 			name: "sudo bash -c",
-			req:  argv("sudo", "-u", "root", "bash", "-c", "rm -rf /"),
+			req:  argvReq("sudo", "-u", "root", "bash", "-c", "rm -rf /"),
 			cmds: []cmdWant{
 				{prog: "bash", wrappers: []string{"sudo -u root"}, flags: []string{"-c"}, ops: []string{"rm -rf /"}},
 				{prog: "rm", origin: "script", wrappers: []string{}},
@@ -614,12 +603,12 @@ func TestParseWrappers(t *testing.T) {
 		},
 		{
 			name: "doas",
-			req:  argv("doas", "-u", "root", "ls"),
+			req:  argvReq("doas", "-u", "root", "ls"),
 			cmds: []cmdWant{{prog: "ls", wrappers: []string{"doas -u root"}}},
 		},
 		{
 			name: "timeout with options",
-			req:  argv("timeout", "-k", "1s", "--signal=KILL", "--preserve-status", "10s", "make", "test"),
+			req:  argvReq("timeout", "-k", "1s", "--signal=KILL", "--preserve-status", "10s", "make", "test"),
 			cmds: []cmdWant{{prog: "make", ops: []string{"test"}, wrappers: []string{"timeout -k 1s --signal=KILL --preserve-status 10s"}}},
 			check: func(t *testing.T, in *wire.Input) {
 				w := in.Command.Wrappers[0]
@@ -630,12 +619,12 @@ func TestParseWrappers(t *testing.T) {
 		},
 		{
 			name: "timeout without a command",
-			req:  argv("timeout", "5"),
+			req:  argvReq("timeout", "5"),
 			cmds: []cmdWant{{prog: "timeout", ops: []string{"5"}, wrappers: []string{}}},
 		},
 		{
 			name: "nice forms",
-			req:  argv("nice", "-10", "nice", "--adjustment=3", "nice", "ls"),
+			req:  argvReq("nice", "-10", "nice", "--adjustment=3", "nice", "ls"),
 			cmds: []cmdWant{{prog: "ls", wrappers: []string{"nice -10", "nice --adjustment=3", "nice"}}},
 			check: func(t *testing.T, in *wire.Input) {
 				if in.Command.Wrappers[0].FlagValues["-n"] != "10" || in.Command.Wrappers[1].FlagValues["-n"] != "3" {
@@ -645,7 +634,7 @@ func TestParseWrappers(t *testing.T) {
 		},
 		{
 			name: "nohup stdbuf time setsid",
-			req:  argv("nohup", "stdbuf", "-oL", "-e", "0", "time", "-p", "setsid", "-f", "ls"),
+			req:  argvReq("nohup", "stdbuf", "-oL", "-e", "0", "time", "-p", "setsid", "-f", "ls"),
 			cmds: []cmdWant{{prog: "ls", wrappers: []string{"nohup", "stdbuf -oL -e 0", "time -p", "setsid -f"}}},
 			check: func(t *testing.T, in *wire.Input) {
 				if in.Command.Wrappers[1].FlagValues["-o"] != "L" || in.Command.Wrappers[1].FlagValues["-e"] != "0" {
@@ -655,18 +644,18 @@ func TestParseWrappers(t *testing.T) {
 		},
 		{
 			name:  "time -o writes a file",
-			req:   argv("time", "-o", "t.log", "ls"),
+			req:   argvReq("time", "-o", "t.log", "ls"),
 			cmds:  []cmdWant{{prog: "ls", wrappers: []string{"time -o t.log"}}},
 			paths: []string{"t.log=/src/t.log in arg@0"},
 		},
 		{
 			name: "command -p and builtin and exec",
-			req:  argv("command", "-p", "builtin", "exec", "-a", "fake", "-l", "ls"),
+			req:  argvReq("command", "-p", "builtin", "exec", "-a", "fake", "-l", "ls"),
 			cmds: []cmdWant{{prog: "ls", wrappers: []string{"command -p", "builtin", "exec -a fake -l"}}},
 		},
 		{
 			name: "xargs -n1 rm",
-			req:  argv("xargs", "-n1", "rm"),
+			req:  argvReq("xargs", "-n1", "rm"),
 			cmds: []cmdWant{{prog: "rm", path: "BIN/rm", origin: "xargs", argv: []string{"rm"}, wrappers: []string{"xargs -n1"}}},
 			check: func(t *testing.T, in *wire.Input) {
 				if in.Command.Wrappers[0].FlagValues["-n"] != "1" {
@@ -676,31 +665,31 @@ func TestParseWrappers(t *testing.T) {
 		},
 		{
 			name:  "xargs options with values",
-			req:   argv("xargs", "-0", "-I", "{}", "-P", "4", "-d", "\n", "-E", "END", "-L", "2", "-s", "100", "-a", "list.txt", "-i", "--max-args=3", "cp", "{}", "/backup/"),
+			req:   argvReq("xargs", "-0", "-I", "{}", "-P", "4", "-d", "\n", "-E", "END", "-L", "2", "-s", "100", "-a", "list.txt", "-i", "--max-args=3", "cp", "{}", "/backup/"),
 			cmds:  []cmdWant{{prog: "cp", origin: "xargs", argv: []string{"cp", "{}", "/backup/"}}},
 			paths: []string{"list.txt=/src/list.txt in arg@0", "/backup/=/backup out arg@0"},
 			check: func(t *testing.T, in *wire.Input) {
 				fv := in.Command.Wrappers[0].FlagValues
 				want := map[string]string{"-I": "{}", "-P": "4", "-d": "\n", "-E": "END", "-L": "2", "-s": "100", "-a": "list.txt", "-n": "3"}
-				if !mapsEqual(fv, want) {
+				if !maps.Equal(fv, want) {
 					t.Errorf("xargs flag_values = %q, want %q", fv, want)
 				}
 			},
 		},
 		{
 			name:   "xargs runs scripts named on stdin, not stdin itself",
-			req:    shell("find . -name '*.sh' | xargs bash"),
+			req:    shellReq("find . -name '*.sh' | xargs bash"),
 			cmds:   []cmdWant{{prog: "find"}, {prog: "bash", origin: "xargs", pipe: "1/2"}},
 			script: &scriptWant{},
 		},
 		{
 			name: "xargs alone runs echo, stays xargs",
-			req:  argv("xargs", "-0"),
+			req:  argvReq("xargs", "-0"),
 			cmds: []cmdWant{{prog: "xargs", origin: "argv"}},
 		},
 		{
 			name: "xargs sh -c",
-			req:  argv("xargs", "-I{}", "sh", "-c", "cat {} | wc -l"),
+			req:  argvReq("xargs", "-I{}", "sh", "-c", "cat {} | wc -l"),
 			cmds: []cmdWant{
 				{prog: "sh", origin: "xargs"},
 				{prog: "cat", origin: "script", pipe: "0/2"},
@@ -709,12 +698,12 @@ func TestParseWrappers(t *testing.T) {
 		},
 		{
 			name: "busybox wget",
-			req:  argv("busybox", "wget", "x"),
+			req:  argvReq("busybox", "wget", "x"),
 			cmds: []cmdWant{{prog: "wget", path: "BIN/busybox", argv: []string{"wget", "x"}, wrappers: []string{"busybox"}}},
 		},
 		{
 			name: "busybox sh -c",
-			req:  argv("busybox", "sh", "-c", "wget x"),
+			req:  argvReq("busybox", "sh", "-c", "wget x"),
 			cmds: []cmdWant{
 				{prog: "sh", path: "BIN/busybox", wrappers: []string{"busybox"}},
 				{prog: "wget", origin: "script"},
@@ -723,17 +712,17 @@ func TestParseWrappers(t *testing.T) {
 		},
 		{
 			name: "busybox env runs from PATH",
-			req:  argv("busybox", "env", "curl"),
+			req:  argvReq("busybox", "env", "curl"),
 			cmds: []cmdWant{{prog: "curl", path: "BIN/curl", wrappers: []string{"busybox", "env"}}},
 		},
 		{
 			name: "busybox --list stays busybox",
-			req:  argv("busybox", "--list"),
+			req:  argvReq("busybox", "--list"),
 			cmds: []cmdWant{{prog: "busybox", wrappers: []string{}}},
 		},
 		{
 			name: "ionice chrt taskset",
-			req:  argv("ionice", "-c", "3", "-n7", "chrt", "-f", "10", "taskset", "-c", "0,1", "ls"),
+			req:  argvReq("ionice", "-c", "3", "-n7", "chrt", "-f", "10", "taskset", "-c", "0,1", "ls"),
 			cmds: []cmdWant{{prog: "ls", wrappers: []string{"ionice -c 3 -n7", "chrt -f 10", "taskset -c 0,1"}}},
 			check: func(t *testing.T, in *wire.Input) {
 				w := in.Command.Wrappers
@@ -744,18 +733,18 @@ func TestParseWrappers(t *testing.T) {
 		},
 		{
 			name: "ionice -p runs nothing",
-			req:  argv("ionice", "-c", "3", "-p", "1234"),
+			req:  argvReq("ionice", "-c", "3", "-p", "1234"),
 			cmds: []cmdWant{{prog: "ionice", wrappers: []string{}}},
 		},
 		{
 			name:  "flock runs a command",
-			req:   argv("flock", "-w", "5", "/tmp/lock", "make"),
+			req:   argvReq("flock", "-w", "5", "/tmp/lock", "make"),
 			cmds:  []cmdWant{{prog: "make", wrappers: []string{"flock -w 5 /tmp/lock"}}},
 			paths: []string{"/tmp/lock=/tmp/lock out arg@0"},
 		},
 		{
 			name: "flock -c runs a script",
-			req:  argv("flock", "lock", "-c", "rm -rf ./a/b"),
+			req:  argvReq("flock", "lock", "-c", "rm -rf ./a/b"),
 			cmds: []cmdWant{
 				{prog: "flock", wrappers: []string{}},
 				{prog: "rm", origin: "script"},
@@ -765,13 +754,13 @@ func TestParseWrappers(t *testing.T) {
 		},
 		{
 			name:  "chroot",
-			req:   argv("chroot", "/mnt", "ls"),
+			req:   argvReq("chroot", "/mnt", "ls"),
 			cmds:  []cmdWant{{prog: "ls", wrappers: []string{"chroot /mnt"}}},
 			paths: []string{"/mnt=/mnt out arg@0"},
 		},
 		{
 			name: "wrapper given as a path",
-			req:  argv("/usr/bin/sudo", "/usr/bin/env", "ls"),
+			req:  argvReq("/usr/bin/sudo", "/usr/bin/env", "ls"),
 			cmds: []cmdWant{{prog: "ls", wrappers: []string{"/usr/bin/sudo", "/usr/bin/env"}}},
 			check: func(t *testing.T, in *wire.Input) {
 				if in.Command.Wrappers[0].Name != "sudo" || in.Command.Wrappers[1].Name != "env" {
@@ -781,7 +770,7 @@ func TestParseWrappers(t *testing.T) {
 		},
 		{
 			name: "wrapper option missing its value",
-			req:  argv("sudo", "-u"),
+			req:  argvReq("sudo", "-u"),
 			cmds: []cmdWant{{prog: "sudo", flags: []string{"-u"}, wrappers: []string{}}},
 		},
 	})
@@ -800,8 +789,8 @@ func TestParseShellC(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkInvariants(t, in, true)
-			if got := programs(in); got != "["+programName(word{text: args[0], literal: true})+"(argv) curl(script) sh(script)]" {
+			checkInputInvariants(t, in, true)
+			if got := commandPrograms(in); got != "["+programName(shellWord{text: args[0], literal: true})+"(argv) curl(script) sh(script)]" {
 				t.Fatalf("commands = %s", got)
 			}
 			if in.Script == nil || in.Script.Source != "curl x | sh" || !in.Script.PipesToShell {
@@ -815,38 +804,38 @@ func TestParseShellC(t *testing.T) {
 	runParseCases(t, []parseCase{
 		{
 			name:     "bash without -c runs a file",
-			req:      argv("bash", "script.sh", "-c", "x"),
+			req:      argvReq("bash", "script.sh", "-c", "x"),
 			cmds:     []cmdWant{{prog: "bash"}},
 			paths:    []string{"script.sh=/src/script.sh in arg@0"},
 			noScript: true,
 		},
 		{
 			name:     "bash -s reads stdin",
-			req:      argv("bash", "-s", "--", "arg"),
+			req:      argvReq("bash", "-s", "--", "arg"),
 			cmds:     []cmdWant{{prog: "bash", stdin: true, ops: []string{"arg"}}},
 			noScript: true,
 		},
 		{
 			name:     "sh - reads stdin",
-			req:      argv("sh", "-"),
+			req:      argvReq("sh", "-"),
 			cmds:     []cmdWant{{prog: "sh", stdin: true}},
 			noScript: true,
 		},
 		{
 			name:     "bash -c without a script",
-			req:      argv("bash", "-c"),
+			req:      argvReq("bash", "-c"),
 			cmds:     []cmdWant{{prog: "bash"}},
 			noScript: true,
 		},
 		{
 			name:   "empty script",
-			req:    argv("sh", "-c", ""),
+			req:    argvReq("sh", "-c", ""),
 			cmds:   []cmdWant{{prog: "sh"}},
 			script: &scriptWant{shell: "sh"},
 		},
 		{
 			name:   "script that does not parse",
-			req:    argv("bash", "-c", "echo 'unterminated"),
+			req:    argvReq("bash", "-c", "echo 'unterminated"),
 			cmds:   []cmdWant{{prog: "bash"}},
 			script: &scriptWant{shell: "bash", parseError: "without closing quote"},
 		},
@@ -857,7 +846,7 @@ func TestParseScript(t *testing.T) {
 	runParseCases(t, []parseCase{
 		{
 			name: "curl x | sh",
-			req:  shell("curl x | sh"),
+			req:  shellReq("curl x | sh"),
 			cmds: []cmdWant{
 				{prog: "curl", path: "BIN/curl", origin: "script", pipe: "0/2", ops: []string{"x"}},
 				{prog: "sh", origin: "script", pipe: "1/2", stdin: true},
@@ -871,7 +860,7 @@ func TestParseScript(t *testing.T) {
 		},
 		{
 			name: "wget -O- x | bash",
-			req:  shell("wget -O- x | bash"),
+			req:  shellReq("wget -O- x | bash"),
 			cmds: []cmdWant{
 				{prog: "wget", flags: []string{"-O"}, fv: map[string]string{"-O": "-"}, ops: []string{"x"}, pipe: "0/2"},
 				{prog: "bash", pipe: "1/2", stdin: true},
@@ -880,7 +869,7 @@ func TestParseScript(t *testing.T) {
 		},
 		{
 			name: "pipe to a shell that is not last",
-			req:  shell("curl x | sudo bash -s | tee log"),
+			req:  shellReq("curl x | sudo bash -s | tee log"),
 			cmds: []cmdWant{
 				{prog: "curl", pipe: "0/3"},
 				{prog: "bash", pipe: "1/3", stdin: true, wrappers: []string{"sudo"}},
@@ -890,7 +879,7 @@ func TestParseScript(t *testing.T) {
 		},
 		{
 			name: "pipe to python with a file is not a stdin script",
-			req:  shell("cat data | python3 tool.py"),
+			req:  shellReq("cat data | python3 tool.py"),
 			cmds: []cmdWant{
 				{prog: "cat", pipe: "0/2"},
 				{prog: "python3", pipe: "1/2"},
@@ -899,7 +888,7 @@ func TestParseScript(t *testing.T) {
 		},
 		{
 			name: "pipe to interpreters",
-			req:  shell("curl a | python3 -; curl b | perl; curl c | node; curl d | ruby -"),
+			req:  shellReq("curl a | python3 -; curl b | perl; curl c | node; curl d | ruby -"),
 			cmds: []cmdWant{
 				{prog: "curl"}, {prog: "python3", stdin: true},
 				{prog: "curl"}, {prog: "perl", stdin: true},
@@ -910,7 +899,7 @@ func TestParseScript(t *testing.T) {
 		},
 		{
 			name: "bash <(curl x)",
-			req:  shell("bash <(curl x)"),
+			req:  shellReq("bash <(curl x)"),
 			cmds: []cmdWant{
 				{prog: "bash", ops: []string{"<(curl x)"}, dynamic: true},
 				{prog: "curl", origin: "substitution", ops: []string{"x"}},
@@ -920,7 +909,7 @@ func TestParseScript(t *testing.T) {
 		},
 		{
 			name: `python -c "$(curl x)"`,
-			req:  shell(`python -c "$(curl x)"`),
+			req:  shellReq(`python -c "$(curl x)"`),
 			cmds: []cmdWant{
 				{prog: "python", flags: []string{"-c"}, ops: []string{`"$(curl x)"`}, dynamic: true},
 				{prog: "curl", origin: "substitution"},
@@ -930,7 +919,7 @@ func TestParseScript(t *testing.T) {
 		},
 		{
 			name: "stdin fed from substitutions",
-			req:  shell("bash < <(curl a); sh <<< \"$(curl b)\"; sh <<EOF\n$(curl c)\nEOF"),
+			req:  shellReq("bash < <(curl a); sh <<< \"$(curl b)\"; sh <<EOF\n$(curl c)\nEOF"),
 			cmds: []cmdWant{
 				{prog: "bash", stdin: true, redirs: []string{"< <(curl a)"}},
 				{prog: "curl", origin: "substitution"},
@@ -944,7 +933,7 @@ func TestParseScript(t *testing.T) {
 		},
 		{
 			name: "heredoc and here-string fed to a shell are scripts",
-			req:  shell("bash <<'EOF'\nrm -rf /x\nEOF\nsh <<EOF\ncurl \\$HOME a\\\\b\nEOF\nsudo sh -s <<< 'wget y'; python3 <<EOF\nimport os\nEOF\nsource /dev/stdin <<< 'id'"),
+			req:  shellReq("bash <<'EOF'\nrm -rf /x\nEOF\nsh <<EOF\ncurl \\$HOME a\\\\b\nEOF\nsudo sh -s <<< 'wget y'; python3 <<EOF\nimport os\nEOF\nsource /dev/stdin <<< 'id'"),
 			cmds: []cmdWant{
 				{prog: "bash", stdin: true, redirs: []string{"<< EOF"}},
 				{prog: "rm", origin: "script"},
@@ -961,7 +950,7 @@ func TestParseScript(t *testing.T) {
 		},
 		{
 			name: "eval of a substitution",
-			req:  shell(`eval "$(curl x)"`),
+			req:  shellReq(`eval "$(curl x)"`),
 			cmds: []cmdWant{
 				{prog: "eval", dynamic: true},
 				{prog: "curl", origin: "substitution"},
@@ -970,7 +959,7 @@ func TestParseScript(t *testing.T) {
 		},
 		{
 			name: "source of a process substitution",
-			req:  shell(`source <(curl x)`),
+			req:  shellReq(`source <(curl x)`),
 			cmds: []cmdWant{
 				{prog: "source", dynamic: true},
 				{prog: "curl", origin: "substitution"},
@@ -979,12 +968,12 @@ func TestParseScript(t *testing.T) {
 		},
 		{
 			name: "lists",
-			req:  shell("a && b || c; d & e"),
+			req:  shellReq("a && b || c; d & e"),
 			cmds: []cmdWant{{prog: "a"}, {prog: "b"}, {prog: "c"}, {prog: "d"}, {prog: "e"}},
 		},
 		{
 			name: "subshells, blocks and control flow",
-			req: shell(`(a; b) && { c; }
+			req: shellReq(`(a; b) && { c; }
 if d; then e; elif f; then g; else h; fi
 while i; do j; done; until k; do l; done
 for x in 1 2; do m "$x"; done; for ((n=0; n<3; n++)); do o; done
@@ -997,7 +986,7 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "substitutions everywhere",
-			req:  shell("echo $(a) `b` \"$(c)\" ${x:-$(d)} <(e) >(f) $((1 + $(g))); for i in $(h); do :; done; case $(i) in *) ;; esac; [[ -n $(j) ]]; (( $(k) )); let x=$(l); v=$(m)"),
+			req:  shellReq("echo $(a) `b` \"$(c)\" ${x:-$(d)} <(e) >(f) $((1 + $(g))); for i in $(h); do :; done; case $(i) in *) ;; esac; [[ -n $(j) ]]; (( $(k) )); let x=$(l); v=$(m)"),
 			cmds: []cmdWant{
 				{prog: "echo", dynamic: true},
 				{prog: "a", origin: "substitution"}, {prog: "b", origin: "substitution"}, {prog: "c", origin: "substitution"},
@@ -1013,12 +1002,12 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "arithmetic is not a command",
-			req:  shell("(( x = 1 + 2 )); let y=3; echo $((x * 2))"),
+			req:  shellReq("(( x = 1 + 2 )); let y=3; echo $((x * 2))"),
 			cmds: []cmdWant{{prog: "echo", dynamic: true}},
 		},
 		{
 			name: "nested substitution",
-			req:  shell("echo $(cat $(ls /etc))"),
+			req:  shellReq("echo $(cat $(ls /etc))"),
 			cmds: []cmdWant{
 				{prog: "echo", dynamic: true},
 				{prog: "cat", origin: "substitution", dynamic: true},
@@ -1028,7 +1017,7 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "eval of literal strings",
-			req:  shell(`eval "rm -rf ./a" '&& ls'`),
+			req:  shellReq(`eval "rm -rf ./a" '&& ls'`),
 			cmds: []cmdWant{
 				{prog: "eval", ops: []string{"rm -rf ./a", "&& ls"}},
 				{prog: "rm", origin: "eval", flags: []string{"-r", "-f"}},
@@ -1038,7 +1027,7 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "eval nested too deep",
-			req:  shell(strings.Repeat("eval ", 12) + "ls"),
+			req:  shellReq(strings.Repeat("eval ", 12) + "ls"),
 			check: func(t *testing.T, in *wire.Input) {
 				if len(in.Commands) != maxScriptDepth+1 || !strings.Contains(in.Script.ParseError, "nested") {
 					t.Errorf("got %d commands, parse_error %q", len(in.Commands), in.Script.ParseError)
@@ -1047,7 +1036,7 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "nested bash -c",
-			req:  shell(`bash -c "sh -c 'rm -rf /x'"`),
+			req:  shellReq(`bash -c "sh -c 'rm -rf /x'"`),
 			cmds: []cmdWant{
 				{prog: "bash", ops: []string{"sh -c 'rm -rf /x'"}},
 				{prog: "sh", ops: []string{"rm -rf /x"}},
@@ -1057,7 +1046,7 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "bash -c nested too deep",
-			req:  shell(nestedBashC(10, "ls")),
+			req:  shellReq(nestedBashC(10, "ls")),
 			check: func(t *testing.T, in *wire.Input) {
 				if in.Script.ParseError == "" {
 					t.Errorf("no parse error for %d commands", len(in.Commands))
@@ -1066,7 +1055,7 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "fork bomb",
-			req:  shell(":(){ :|:& };:"),
+			req:  shellReq(":(){ :|:& };:"),
 			cmds: []cmdWant{
 				{prog: ":", pipe: "0/2"},
 				{prog: ":", pipe: "1/2"},
@@ -1076,7 +1065,7 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "function bodies and calls",
-			req:  shell("function f { rm -rf ./x; }; g() ( curl y ); f; g"),
+			req:  shellReq("function f { rm -rf ./x; }; g() ( curl y ); f; g"),
 			cmds: []cmdWant{
 				{prog: "rm"}, {prog: "curl"}, {prog: "f", path: "none"}, {prog: "g"},
 			},
@@ -1084,14 +1073,14 @@ select z in a b; do r; done`),
 		},
 		{
 			name:   "heredoc body is not a command",
-			req:    shell("cat <<'EOF' > out.txt\nrm -rf /\n$(curl x)\nEOF"),
+			req:    shellReq("cat <<'EOF' > out.txt\nrm -rf /\n$(curl x)\nEOF"),
 			cmds:   []cmdWant{{prog: "cat", redirs: []string{"<< EOF", "> out.txt"}}},
 			paths:  []string{"out.txt=/src/out.txt in redirect@0"},
 			script: &scriptWant{redirects: []string{"<< EOF", "> out.txt"}},
 		},
 		{
 			name: "redirects",
-			req:  shell("a > o1 >> o2 < i1 2> e1 &> b1 &>> b2 >| c1 <> d1 2>&1 >&2 1>&- >& f1 3<&0 <<< str 0< i2 {fd}> g1"),
+			req:  shellReq("a > o1 >> o2 < i1 2> e1 &> b1 &>> b2 >| c1 <> d1 2>&1 >&2 1>&- >& f1 3<&0 <<< str 0< i2 {fd}> g1"),
 			cmds: []cmdWant{{prog: "a"}},
 			script: &scriptWant{redirects: []string{
 				"> o1", ">> o2", "< i1", "2> e1", "&> b1", "&>> b2", ">| c1", "<> d1", "2>& 1", ">& 2", "1>& -",
@@ -1105,13 +1094,13 @@ select z in a b; do r; done`),
 		},
 		{
 			name:  "redirect of a block goes to its commands",
-			req:   shell("{ a; b; } > /tmp/out"),
+			req:   shellReq("{ a; b; } > /tmp/out"),
 			cmds:  []cmdWant{{prog: "a", redirs: []string{"> /tmp/out"}}, {prog: "b", redirs: []string{"> /tmp/out"}}},
 			paths: []string{"/tmp/out=/tmp/out out redirect@0"},
 		},
 		{
 			name: "bare redirect and assignment",
-			req:  shell("> /etc/motd; X=./y; $(< /etc/shadow)"),
+			req:  shellReq("> /etc/motd; X=./y; $(< /etc/shadow)"),
 			cmds: []cmdWant{
 				{prog: "", argv: []string{}, redirs: []string{"> /etc/motd"}},
 				{prog: "", argv: []string{}, assigns: map[string]string{"X": "./y"}},
@@ -1122,7 +1111,7 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "words that are not literal",
-			req:  shell(`$CMD -x "$HOME/.ssh" "${DIR}/a" 'single $x' "dq \"q\" \$x" a\ b $'\x72m' ~/x`),
+			req:  shellReq(`$CMD -x "$HOME/.ssh" "${DIR}/a" 'single $x' "dq \"q\" \$x" a\ b $'\x72m' ~/x`),
 			cmds: []cmdWant{{
 				prog: "$CMD", path: "none", dynamic: true, flags: []string{"-x"},
 				ops: []string{`"$HOME/.ssh"`, `"${DIR}/a"`, "single $x", `dq "q" $x`, "a b", "rm", "~/x"},
@@ -1131,12 +1120,12 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "ansi-c quoting decodes",
-			req:  shell(`$'\x72\x6d' $'-r\146' $'\u00e9\t\101\cA\''`),
+			req:  shellReq(`$'\x72\x6d' $'-r\146' $'\u00e9\t\101\cA\''`),
 			cmds: []cmdWant{{prog: "rm", flags: []string{"-r", "-f"}, ops: []string{"é\tA\x01'"}}},
 		},
 		{
 			name: "declarations",
-			req:  shell("export PATH=/tmp/evil:$PATH LD_PRELOAD=/x.so; local -r y=1; declare -a arr=(1 2)"),
+			req:  shellReq("export PATH=/tmp/evil:$PATH LD_PRELOAD=/x.so; local -r y=1; declare -a arr=(1 2)"),
 			cmds: []cmdWant{
 				{prog: "export", dynamic: true, ops: []string{"PATH=/tmp/evil:$PATH", "LD_PRELOAD=/x.so"},
 					assigns: map[string]string{"PATH": "/tmp/evil:$PATH", "LD_PRELOAD": "/x.so"}},
@@ -1147,7 +1136,7 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "time keyword",
-			req:  shell("time -p sleep 1; time ls"),
+			req:  shellReq("time -p sleep 1; time ls"),
 			cmds: []cmdWant{
 				{prog: "sleep", wrappers: []string{"time -p"}},
 				{prog: "ls", wrappers: []string{"time"}},
@@ -1155,14 +1144,14 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "wrappers and assignments in scripts",
-			req:  shell("FOO=1 sudo -u bob env BAR=2 xargs -n1 rm < list"),
+			req:  shellReq("FOO=1 sudo -u bob env BAR=2 xargs -n1 rm < list"),
 			cmds: []cmdWant{{prog: "rm", origin: "xargs", wrappers: []string{"sudo -u bob", "env BAR=2", "xargs -n1"},
 				assigns: map[string]string{"FOO": "1", "BAR": "2"}, redirs: []string{"< list"}}},
 			paths: []string{"list=/src/list in redirect@0"},
 		},
 		{
 			name: "alias values run later",
-			req:  shell("shopt -s expand_aliases; alias ll='ls -l' x='rm -rf /'; x"),
+			req:  shellReq("shopt -s expand_aliases; alias ll='ls -l' x='rm -rf /'; x"),
 			cmds: []cmdWant{
 				{prog: "shopt"},
 				{prog: "alias", ops: []string{"ll=ls -l", "x=rm -rf /"}},
@@ -1174,7 +1163,7 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "brace expansion is not a literal",
-			req:  shell("cat {..,..}/../../etc/passwd a{b,c}d {1..3}"),
+			req:  shellReq("cat {..,..}/../../etc/passwd a{b,c}d {1..3}"),
 			cmds: []cmdWant{{prog: "cat", dynamic: true, ops: []string{"{..,..}/../../etc/passwd", "a{b,c}d", "{1..3}"}}},
 			paths: []string{
 				"{..,..}/../../etc/passwd={..,..}/../../etc/passwd out arg@0",
@@ -1184,7 +1173,7 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "globs that may match ..",
-			req:  shell("cat .*/.*/etc/passwd ./*.go .git/* x/.?/y"),
+			req:  shellReq("cat .*/.*/etc/passwd ./*.go .git/* x/.?/y"),
 			paths: []string{
 				".*/.*/etc/passwd=.*/.*/etc/passwd out arg@0",
 				"./*.go=/src/*.go in arg@0",
@@ -1194,7 +1183,7 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "trap action",
-			req:  shell("trap 'rm -rf ./tmp' EXIT"),
+			req:  shellReq("trap 'rm -rf ./tmp' EXIT"),
 			cmds: []cmdWant{
 				{prog: "trap", ops: []string{"rm -rf ./tmp", "EXIT"}},
 				{prog: "rm", origin: "eval"},
@@ -1203,7 +1192,7 @@ select z in a b; do r; done`),
 		},
 		{
 			name:   "comments only",
-			req:    shell("# nothing here\n   # more"),
+			req:    shellReq("# nothing here\n   # more"),
 			cmds:   []cmdWant{},
 			paths:  []string{},
 			script: &scriptWant{},
@@ -1215,19 +1204,19 @@ select z in a b; do r; done`),
 		},
 		{
 			name:   "script that does not parse",
-			req:    shell("if then fi ("),
+			req:    shellReq("if then fi ("),
 			cmds:   []cmdWant{},
 			script: &scriptWant{anyErr: true},
 		},
 		{
 			name:   "brackets nested too deep",
-			req:    shell(strings.Repeat("(", maxNesting+1) + "ls" + strings.Repeat(")", maxNesting+1)),
+			req:    shellReq(strings.Repeat("(", maxNesting+1) + "ls" + strings.Repeat(")", maxNesting+1)),
 			cmds:   []cmdWant{},
 			script: &scriptWant{parseError: "nested deeper than"},
 		},
 		{
 			name: "substitutions nested deep but not too deep",
-			req:  shell(strings.Repeat("echo $(", maxNesting) + "ls" + strings.Repeat(")", maxNesting)),
+			req:  shellReq(strings.Repeat("echo $(", maxNesting) + "ls" + strings.Repeat(")", maxNesting)),
 			check: func(t *testing.T, in *wire.Input) {
 				if len(in.Commands) != maxNesting+1 || in.Script.ParseError != "" {
 					t.Errorf("%d commands, parse error %q", len(in.Commands), in.Script.ParseError)
@@ -1236,13 +1225,13 @@ select z in a b; do r; done`),
 		},
 		{
 			name:   "unary operators in a row",
-			req:    shell("echo $((" + strings.Repeat("! ", maxOpRun+1) + "1))"),
+			req:    shellReq("echo $((" + strings.Repeat("! ", maxOpRun+1) + "1))"),
 			cmds:   []cmdWant{},
 			script: &scriptWant{parseError: "operators in a row"},
 		},
 		{
 			name: "eval string too long",
-			req:  argv("eval", strings.Repeat("a ", maxWordBytes/4), strings.Repeat("b ", maxWordBytes/4), strings.Repeat("c ", maxWordBytes/4)),
+			req:  argvReq("eval", strings.Repeat("a ", maxWordBytes/4), strings.Repeat("b ", maxWordBytes/4), strings.Repeat("c ", maxWordBytes/4)),
 			check: func(t *testing.T, in *wire.Input) {
 				if len(in.Commands) != 1 || !strings.Contains(in.Script.ParseError, "longer than") {
 					t.Errorf("%d commands, parse error %q", len(in.Commands), in.Script.ParseError)
@@ -1251,7 +1240,7 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "coproc and test clauses",
-			req:  shell("coproc cat; [[ -f x ]] && ls"),
+			req:  shellReq("coproc cat; [[ -f x ]] && ls"),
 			cmds: []cmdWant{{prog: "cat"}, {prog: "ls"}},
 		},
 	})
@@ -1272,7 +1261,7 @@ func TestParsePaths(t *testing.T) {
 	runParseCases(t, []parseCase{
 		{
 			name: "resolution against cwd",
-			req:  argv("cp", "../x", "../../x", "~/.ssh", "$HOME/x", "${HOME}", "/etc/passwd", "./a", "a/b", ".", "..", "~bob/y", "/a/../../b", "./c/../../../d"),
+			req:  argvReq("cp", "../x", "../../x", "~/.ssh", "$HOME/x", "${HOME}", "/etc/passwd", "./a", "a/b", ".", "..", "~bob/y", "/a/../../b", "./c/../../../d"),
 			paths: []string{
 				"../x=/x in arg@0",
 				"../../x=/../x out arg@0",
@@ -1296,17 +1285,17 @@ func TestParsePaths(t *testing.T) {
 		},
 		{
 			name:  "flag values",
-			req:   argv("tar", "--file=../out.tar", "-C/tmp", "--level=9", "--exclude=*.o"),
+			req:   argvReq("tar", "--file=../out.tar", "-C/tmp", "--level=9", "--exclude=*.o"),
 			paths: []string{"../out.tar=/out.tar in arg@0", "/tmp=/tmp out arg@0"},
 		},
 		{
 			name:  "devices are host paths",
-			req:   shell("ls > /dev/null 2>/dev/stderr"),
+			req:   shellReq("ls > /dev/null 2>/dev/stderr"),
 			paths: []string{"/dev/null=/dev/null out redirect@0", "/dev/stderr=/dev/stderr out redirect@0"},
 		},
 		{
 			name: "cd in a script moves later paths",
-			req:  shell("cat a/x; cd /etc && cat passwd; cd ~ && rm -rf .ssh; cd; ls ./y; cd \"$D\"; cat ./z; cd /src/sub; cat ../w"),
+			req:  shellReq("cat a/x; cd /etc && cat passwd; cd ~ && rm -rf .ssh; cd; ls ./y; cd \"$D\"; cat ./z; cd /src/sub; cat ../w"),
 			paths: []string{
 				"a/x=/src/a/x in arg@0",
 				"/etc=/etc out arg@1", "passwd=/etc/passwd out arg@2",
@@ -1318,7 +1307,7 @@ func TestParsePaths(t *testing.T) {
 		},
 		{
 			name: "cd in a subshell or pipeline does not leak",
-			req:  shell("(cd /etc; cat a); cat ./b; cd /tmp | cat ./c; cd .. && cat ./d"),
+			req:  shellReq("(cd /etc; cat a); cat ./b; cd /tmp | cat ./c; cd .. && cat ./d"),
 			paths: []string{
 				"/etc=/etc out arg@0", "a=/etc/a out arg@1",
 				"./b=/src/b in arg@2",
@@ -1328,19 +1317,19 @@ func TestParsePaths(t *testing.T) {
 		},
 		{
 			name:  "PWD is the working directory",
-			req:   shell(`cat "$PWD/a" ${PWD}/../b`),
+			req:   shellReq(`cat "$PWD/a" ${PWD}/../b`),
 			paths: []string{`"$PWD/a"="$PWD/a" out arg@0`, "${PWD}/../b=/b in arg@0"},
 		},
 		{
 			name:  "redirect targets are always paths",
-			req:   shell("echo hi > notes; cat < /etc/hosts; echo > \"$(mktemp)\""),
+			req:   shellReq("echo hi > notes; cat < /etc/hosts; echo > \"$(mktemp)\""),
 			paths: []string{"notes=/src/notes in redirect@0", "/etc/hosts=/etc/hosts out redirect@1", `"$(mktemp)"="$(mktemp)" out redirect@2`},
 		},
 	})
 }
 
 func TestParseRequestFields(t *testing.T) {
-	bin := fakeBin(t)
+	bin := fakePathDir(t)
 	in, err := Parse(context.Background(), ParseRequest{
 		Argv:    []string{"ls"},
 		Env:     []string{"PATH", "HOME", "SECRET=hunter2", "HOME", ""},
@@ -1371,7 +1360,7 @@ func TestParseRequestFields(t *testing.T) {
 }
 
 func TestParseUsesOSPath(t *testing.T) {
-	bin := fakeBin(t)
+	bin := fakePathDir(t)
 	t.Setenv("PATH", bin)
 	in, err := Parse(context.Background(), ParseRequest{Argv: []string{"curl"}})
 	if err != nil {
@@ -1464,7 +1453,7 @@ func TestParseLine(t *testing.T) {
 // BenchmarkParse measures the hot path: one argv command, and an sh -c
 // pipeline with a substitution and redirects.
 func BenchmarkParse(b *testing.B) {
-	bin := fakeBin(b)
+	bin := fakePathDir(b)
 	for _, bc := range []struct {
 		name string
 		req  ParseRequest

@@ -30,7 +30,7 @@ type dirState struct {
 }
 
 // cd returns the directory `cd w` moves to from d.
-func (d dirState) cd(w word) dirState {
+func (d dirState) cd(w shellWord) dirState {
 	if w.text == "-" {
 		return dirState{kind: dirUnknown}
 	}
@@ -54,7 +54,7 @@ var fileOperandPrograms = map[string]int{
 // (but is no URL and no host:path remote), starts with ".", "~", $HOME or
 // ${HOME}, or is a file:// URL. Words holding a substitution are left to
 // the commands inside it, which report their own paths.
-func looksLikePath(w word) bool {
+func looksLikePath(w shellWord) bool {
 	t := w.text
 	switch {
 	case t == "" || t == "-" || w.subst:
@@ -100,7 +100,7 @@ func homeVar(t string) int {
 }
 
 // addPath resolves w against dir and records it for command idx.
-func (b *builder) addPath(w word, dir dirState, source string, idx int) {
+func (b *inputBuilder) addPath(w shellWord, dir dirState, source string, idx int) {
 	p, kind := resolvePath(dir, w)
 	b.paths = append(b.paths, wire.Path{
 		Arg:         w.text,
@@ -121,7 +121,7 @@ func aboveRoot(p string) bool {
 // file:// URL) names the host, a relative one is joined to dir and cleaned.
 // Words that are not literal resolve only when they start with a known
 // base; otherwise their text is kept and the kind is dirUnknown.
-func resolvePath(dir dirState, w word) (string, dirKind) {
+func resolvePath(dir dirState, w shellWord) (string, dirKind) {
 	t := w.text
 	if n := homeVar(t); n >= 0 {
 		return homeJoin("~", t[n:]), dirHome
@@ -132,7 +132,7 @@ func resolvePath(dir dirState, w word) (string, dirKind) {
 	}
 	if !w.literal {
 		if n := pwdVar(t); n >= 0 && !strings.ContainsAny(t[n:], "$`") {
-			return resolvePath(dir, word{text: "." + t[n:], literal: true})
+			return resolvePath(dir, shellWord{text: "." + t[n:], literal: true})
 		}
 	}
 	if rest, ok := strings.CutPrefix(t, "file://"); ok {

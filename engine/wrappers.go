@@ -30,9 +30,9 @@ type wrapperSpec struct {
 	origin        string            // Origin of the command it runs ("xargs")
 }
 
-// wrappers lists the programs that run another command, by basename.
+// wrapperSpecs lists the programs that run another command, by basename.
 // busybox is handled apart: its first operand is the program.
-var wrappers = map[string]*wrapperSpec{
+var wrapperSpecs = map[string]*wrapperSpec{
 	"env": {
 		valueShort: "uCS",
 		longValue:  map[string]string{"--unset": "-u", "--chdir": "-C", "--split-string": "-S"},
@@ -116,21 +116,21 @@ var wrappers = map[string]*wrapperSpec{
 
 // unwrapped is a command with its wrappers peeled off.
 type unwrapped struct {
-	words     []word         // the command that really runs
-	wrappers  []wire.Wrapper // outermost first
-	assigns   []assignment   // NAME=value set by leading words, env or sudo
-	origin    string         // "xargs" when xargs runs it, else ""
-	chdirs    []word         // directories the wrappers change to (env -C, sudo -D), in order
-	pathArgs  []word         // wrapper option values and operands that are paths
-	scripts   []word         // shell scripts a wrapper runs instead of a command (flock -c)
-	scriptArg int            // index in words of that script, 0 when none
-	execWord  *word          // the program file when it is not words[0] (busybox)
+	words     []shellWord     // the command that really runs
+	wrappers  []wire.Wrapper  // outermost first
+	assigns   []envAssignment // NAME=value set by leading words, env or sudo
+	origin    string          // "xargs" when xargs runs it, else ""
+	chdirs    []shellWord     // directories the wrappers change to (env -C, sudo -D), in order
+	pathArgs  []shellWord     // wrapper option values and operands that are paths
+	scripts   []shellWord     // shell scripts a wrapper runs instead of a command (flock -c)
+	scriptArg int             // index in words of that script, 0 when none
+	execWord  *shellWord      // the program file when it is not words[0] (busybox)
 }
 
 // unwrap peels wrappers off words, outermost first, until the first word
 // is a real program. A wrapper with no command after it (env alone,
 // sudo -l) stays the program itself.
-func (u *unwrapped) unwrap(words []word) {
+func (u *unwrapped) unwrap(words []shellWord) {
 	u.words = words
 	for n := 0; n < maxWrappers && len(u.words) > 1; n++ {
 		w0 := u.words[0]
@@ -156,7 +156,7 @@ func (u *unwrapped) unwrap(words []word) {
 			u.words = u.words[1:]
 			continue
 		}
-		spec := wrappers[name]
+		spec := wrapperSpecs[name]
 		if spec == nil || !u.peel(name, spec) {
 			return
 		}
@@ -182,9 +182,9 @@ func (u *unwrapped) leadingAssignments() bool {
 }
 
 // splitAssignment splits a NAME=value word.
-func splitAssignment(w word) assignment {
+func splitAssignment(w shellWord) envAssignment {
 	name, value, _ := strings.Cut(w.text, "=")
-	return assignment{name: name, value: word{text: value, literal: w.literal, subst: w.subst}}
+	return envAssignment{name: name, value: shellWord{text: value, literal: w.literal, subst: w.subst}}
 }
 
 // newWrapper returns a wrapper record with non-nil slices and map.
@@ -199,12 +199,12 @@ func (u *unwrapped) peel(name string, spec *wrapperSpec) bool {
 	w := newWrapper(name)
 	var (
 		noRun bool
-		chdir []word
-		paths []word
-		split []word
+		chdir []shellWord
+		paths []shellWord
+		split []shellWord
 	)
 	// record notes option key (with value v when hasValue).
-	record := func(key string, v word, hasValue bool) {
+	record := func(key string, v shellWord, hasValue bool) {
 		w.Flags = append(w.Flags, key)
 		letter := byte(0)
 		if len(key) == 2 {
@@ -228,7 +228,7 @@ func (u *unwrapped) peel(name string, spec *wrapperSpec) bool {
 		if letter != 0 && letter == spec.splitOption {
 			if parts, err := shlex.Split(v.text); err == nil && v.literal {
 				for _, p := range parts {
-					split = append(split, word{text: p, literal: true})
+					split = append(split, shellWord{text: p, literal: true})
 				}
 			} else {
 				split = append(split, v)
@@ -248,7 +248,7 @@ options:
 			i++
 			break options
 		case t == "-" && spec.dashIsI:
-			record("-i", word{}, false)
+			record("-i", shellWord{}, false)
 		case strings.HasPrefix(t, "--"):
 			opt, v, hasValue := strings.Cut(t, "=")
 			key, takesValue := spec.longValue[opt]
@@ -264,11 +264,11 @@ options:
 				i++
 				record(key, words[i], true)
 			} else {
-				record(key, word{text: v, literal: true}, hasValue)
+				record(key, shellWord{text: v, literal: true}, hasValue)
 			}
 		case len(t) > 1 && t[0] == '-':
-			if spec.numeric && allDigits(t[1:]) {
-				record("-n", word{text: t[1:], literal: true}, true)
+			if spec.numeric && isDigits(t[1:]) {
+				record("-n", shellWord{text: t[1:], literal: true}, true)
 				break
 			}
 			for j := 1; j < len(t); j++ {
@@ -279,7 +279,7 @@ options:
 				key := shortFlag(c)
 				if strings.IndexByte(spec.valueShort, c) >= 0 {
 					if j+1 < len(t) {
-						record(key, word{text: t[j+1:], literal: true}, true)
+						record(key, shellWord{text: t[j+1:], literal: true}, true)
 					} else if i+1 < len(words) {
 						i++
 						record(key, words[i], true)
@@ -289,10 +289,10 @@ options:
 					break
 				}
 				if strings.IndexByte(spec.optionalShort, c) >= 0 {
-					record(key, word{text: t[j+1:], literal: true}, j+1 < len(t))
+					record(key, shellWord{text: t[j+1:], literal: true}, j+1 < len(t))
 					break
 				}
-				record(key, word{}, false)
+				record(key, shellWord{}, false)
 			}
 		default:
 			break options
@@ -315,7 +315,7 @@ options:
 		u.scriptArg = i + 1
 		return false
 	}
-	var assigns []assignment
+	var assigns []envAssignment
 	if spec.assignments {
 		for i < len(words) && words[i].literal && isAssignment(words[i].text) {
 			assigns = append(assigns, splitAssignment(words[i]))
@@ -344,8 +344,8 @@ options:
 	return true
 }
 
-// allDigits reports whether s is a non-empty run of ASCII digits.
-func allDigits(s string) bool {
+// isDigits reports whether s is a non-empty run of ASCII digits.
+func isDigits(s string) bool {
 	if s == "" {
 		return false
 	}
