@@ -4,8 +4,8 @@ package wire
 const InputSchemaVersion = 1
 
 // Input is the document the policy engine evaluates (input in Rego). It is
-// built by engine.Parse from one top-level command and documented in
-// docs/policy.md.
+// built by engine.Parse from one top-level command and documented field by
+// field in docs/input.md.
 type Input struct {
 	SchemaVersion int `json:"schema_version"`
 	// Command is the top-level command after wrappers were unwrapped.
