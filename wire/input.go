@@ -4,8 +4,8 @@ package wire
 const InputSchemaVersion = 1
 
 // Input is the document the policy engine evaluates (input in Rego). It is
-// built by engine.Parse from one top-level command and documented in
-// docs/policy.md.
+// built by engine.Parse from one top-level command and documented field by
+// field in docs/input.md.
 type Input struct {
 	SchemaVersion int `json:"schema_version"`
 	// Command is the top-level command after wrappers were unwrapped.
@@ -31,14 +31,15 @@ type Command struct {
 	ProgramPath string            `json:"program_path"` // resolved on PATH; "" when not found
 	Args        []string          `json:"args"`         // every word after the program
 	Flags       []string          `json:"flags"`        // flags: "-rf" gives "-r","-f"; "--out=x" gives "--out"
-	FlagValues  map[string]string `json:"flag_values"`  // long flags given as --name=value
+	FlagValues  map[string]string `json:"flag_values"`  // values attached to a flag: --name=value, -o/tmp/x
 	Operands    []string          `json:"operands"`     // args that are not flags ("git status" gives ["status"])
 	Wrappers    []Wrapper         `json:"wrappers"`     // wrappers peeled off, outermost first
 	Assignments map[string]string `json:"assignments"`  // VAR=value from leading assignments and env
 	Redirects   []Redirect        `json:"redirects"`    // redirects attached to this command (scripts only)
 	// Origin says where the command was found: "argv" (top level), "script"
 	// (a shell script), "substitution" ($(…), backticks, <(…)), "eval"
-	// (a literal eval string), "xargs" (run by xargs).
+	// (a literal eval, trap or alias string), "xargs" (run by xargs), "find"
+	// (run by find -exec, -execdir, -ok or -okdir).
 	Origin string `json:"origin"`
 	// Pipeline is the index of this command within its pipeline (0 for the
 	// first or a command not in a pipeline) and PipelineLen its length.
@@ -47,12 +48,25 @@ type Command struct {
 	// ReadsStdinScript is true for a shell or interpreter that reads its
 	// program from stdin (sh, bash -s, python -, …).
 	ReadsStdinScript bool `json:"reads_stdin_script"`
+	// Dynamic is true when some word of the command is not a literal
+	// ($VAR, $(…), …): such words hold their source text and the real argv
+	// is only known when the shell runs.
+	Dynamic bool `json:"dynamic"`
 }
 
 // Wrapper is a program that runs another one (env, sudo, timeout, xargs, busybox …).
 type Wrapper struct {
 	Name string   `json:"name"` // basename ("sudo", "env", "busybox")
 	Argv []string `json:"argv"` // the wrapper's own words, options included
+	// Flags are the options given, a long option under its short alias when
+	// it has one ("--user=root" gives "-u").
+	Flags []string `json:"flags"`
+	// FlagValues holds the value of each option that takes one
+	// ("sudo -u root" gives {"-u": "root"}); the last one wins.
+	FlagValues map[string]string `json:"flag_values"`
+	// Operands are the wrapper's own operands before the command
+	// (timeout's DURATION, flock's FILE, chrt's PRIORITY).
+	Operands []string `json:"operands"`
 }
 
 // Script describes a parsed shell script.
@@ -75,7 +89,7 @@ type Redirect struct {
 // Path is an argument or redirect target that looks like a path.
 type Path struct {
 	Arg         string `json:"arg"`          // as written
-	Path        string `json:"path"`         // resolved: vault-absolute when inside, else the host path
+	Path        string `json:"path"`         // resolved: vault-absolute when inside, else the host path ("~/x" for home, "/../x" above the vault root)
 	InsideVault bool   `json:"inside_vault"` // false for absolute host paths, ~, $HOME and .. escapes
 	Source      string `json:"source"`       // "arg" or "redirect"
 	Command     int    `json:"command"`      // index into Commands
