@@ -174,6 +174,7 @@ func (v *Vault) RestoreCheckpoint(ctx context.Context, ref string) (RestoreResul
 			}
 		}
 		t.st.files, t.st.bytes = cp.Files, cp.Bytes
+		t.pathsChanged() // entries came back or went: directory paths may differ
 		for _, ino := range affected {
 			in, err := getInode(ctx, t.tx, ino.ino)
 			switch {

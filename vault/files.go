@@ -75,8 +75,8 @@ func (v *Vault) List(ctx context.Context, p string) ([]Entry, error) {
 
 // listDir returns the live entries of directory ino (named p), sorted by name.
 func listDir(ctx context.Context, q querier, p string, ino int64) ([]Entry, error) {
-	rows, err := q.QueryContext(ctx, `SELECT d.name, `+prefixed("i.", inodeCols)+` FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = ?
-		WHERE d.parent = ? AND d.gen_to = ? ORDER BY d.name`, live, ino, live)
+	rows, err := q.QueryContext(ctx, `SELECT d.name, `+prefixed("i.", inodeCols)+` FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = `+liveSQL+`
+		WHERE d.parent = ? AND d.gen_to = `+liveSQL+` ORDER BY d.name`, ino)
 	if err != nil {
 		return nil, err
 	}
@@ -477,7 +477,7 @@ func (t *txn) removeTree(dir *inode, name string, recursive bool) (int64, error)
 }
 
 func childNames(ctx context.Context, q querier, dir int64) ([]string, error) {
-	rows, err := q.QueryContext(ctx, "SELECT name FROM dentries WHERE parent = ? AND gen_to = ? ORDER BY name", dir, live)
+	rows, err := q.QueryContext(ctx, "SELECT name FROM dentries WHERE parent = ? AND gen_to = "+liveSQL+" ORDER BY name", dir)
 	if err != nil {
 		return nil, err
 	}

@@ -35,8 +35,8 @@ func (v *Vault) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
 
 // Lookup returns the attributes of the entry name in directory parent.
 func (v *Vault) Lookup(ctx context.Context, parent uint64, name string) (Attr, error) {
-	in, err := scanInode(v.r.QueryRowContext(ctx, `SELECT `+prefixed("i.", inodeCols)+` FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = ?
-		WHERE d.parent = ? AND d.name = ? AND d.gen_to = ?`, live, parent, name, live))
+	in, err := scanInode(v.r.QueryRowContext(ctx, `SELECT `+prefixed("i.", inodeCols)+` FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = `+liveSQL+`
+		WHERE d.parent = ? AND d.name = ? AND d.gen_to = `+liveSQL, parent, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Attr{}, wire.Errorf(wire.CodeNotFound, "%q does not exist", name)
 	}
@@ -55,8 +55,8 @@ func (v *Vault) ReadDir(ctx context.Context, ino uint64) ([]DirEntry, error) {
 	if in.kind != KindDir {
 		return nil, wire.Errorf(wire.CodeNotDir, "readdir: not a directory")
 	}
-	rows, err := v.r.QueryContext(ctx, `SELECT d.name, d.ino, i.kind FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = ?
-		WHERE d.parent = ? AND d.gen_to = ? ORDER BY d.name`, live, ino, live)
+	rows, err := v.r.QueryContext(ctx, `SELECT d.name, d.ino, i.kind FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = `+liveSQL+`
+		WHERE d.parent = ? AND d.gen_to = `+liveSQL+` ORDER BY d.name`, ino)
 	if err != nil {
 		return nil, storageErr("readdir", err)
 	}

@@ -153,3 +153,30 @@ func TestMountLockRefusesRestoreAndSecondHolder(t *testing.T) {
 		t.Fatalf("holder after unlock: %+v", h)
 	}
 }
+
+func TestDirectoryPathCacheFollowsRenames(t *testing.T) {
+	ctx := context.Background()
+	_, v := newVault(t)
+	d, _ := v.Mknod(ctx, RootIno, "a", NodeSpec{Kind: KindDir, Mode: 0o755})
+	f, _ := v.Mknod(ctx, d.Ino, "f", NodeSpec{Kind: KindFile, Mode: 0o644})
+	if _, err := v.WriteAt(ctx, f.Ino, []byte("1"), 0); err != nil { // learns /a
+		t.Fatal(err)
+	}
+	if err := v.Rename(ctx, RootIno, "a", RootIno, "b", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.WriteAt(ctx, f.Ino, []byte("2"), 0); err != nil {
+		t.Fatal(err)
+	}
+	log, err := v.Log(ctx, "/b/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := log[len(log)-1]; last.Path != "/b/f" {
+		t.Fatalf("history records %q after the rename", last.Path)
+	}
+	entries, _ := v.Audit(ctx, AuditQuery{Limit: 1})
+	if entries[0].Path != "/b/f" {
+		t.Fatalf("audit records %q after the rename", entries[0].Path)
+	}
+}

@@ -118,7 +118,7 @@ func scanInode(sc interface{ Scan(...any) error }) (*inode, error) {
 
 // getInode loads the live row of ino.
 func getInode(ctx ctxT, q querier, ino int64) (*inode, error) {
-	in, err := scanInode(q.QueryRowContext(ctx, "SELECT "+inodeCols+" FROM inodes WHERE ino = ? AND gen_to = ?", ino, live))
+	in, err := scanInode(q.QueryRowContext(ctx, "SELECT "+inodeCols+" FROM inodes WHERE ino = ? AND gen_to = "+liveSQL, ino))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, wire.Errorf(wire.CodeNotFound, "no inode %d", ino)
 	}
@@ -151,7 +151,7 @@ func (t *txn) saveInode(in *inode) error {
 			WHERE ino = ? AND gen_from = ?`, in.kind, in.mode, in.uid, in.gid, in.size, in.nlink, in.mtime, in.ctime, in.atime, in.target, in.chunks, in.xattrs, in.ino, gen)
 		return err
 	case in.genFrom != 0:
-		if _, err := t.tx.ExecContext(t.ctx, "UPDATE inodes SET gen_to = ? WHERE ino = ? AND gen_to = ?", gen, in.ino, live); err != nil {
+		if _, err := t.tx.ExecContext(t.ctx, "UPDATE inodes SET gen_to = ? WHERE ino = ? AND gen_to = "+liveSQL, gen, in.ino); err != nil {
 			return err
 		}
 	default:
@@ -169,7 +169,7 @@ func (t *txn) dropInode(in *inode) error {
 	if in.genFrom == t.st.gen {
 		_, err = t.tx.ExecContext(t.ctx, "DELETE FROM inodes WHERE ino = ? AND gen_from = ?", in.ino, in.genFrom)
 	} else {
-		_, err = t.tx.ExecContext(t.ctx, "UPDATE inodes SET gen_to = ? WHERE ino = ? AND gen_to = ?", t.st.gen, in.ino, live)
+		_, err = t.tx.ExecContext(t.ctx, "UPDATE inodes SET gen_to = ? WHERE ino = ? AND gen_to = "+liveSQL, t.st.gen, in.ino)
 	}
 	if err != nil {
 		return err
@@ -198,7 +198,7 @@ func (t *txn) newInode(kind Kind, mode, uid, gid uint32, target string) *inode {
 
 // lookupDentry returns the inode a live entry names, and the entry's generation.
 func lookupDentry(ctx ctxT, q querier, parent int64, name string) (ino, genFrom int64, ok bool, err error) {
-	err = q.QueryRowContext(ctx, "SELECT ino, gen_from FROM dentries WHERE parent = ? AND name = ? AND gen_to = ?", parent, name, live).Scan(&ino, &genFrom)
+	err = q.QueryRowContext(ctx, "SELECT ino, gen_from FROM dentries WHERE parent = ? AND name = ? AND gen_to = "+liveSQL, parent, name).Scan(&ino, &genFrom)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, false, nil
 	}
@@ -228,7 +228,7 @@ func (t *txn) dropDentry(parent int64, name string) error {
 	if genFrom == t.st.gen {
 		_, err = t.tx.ExecContext(t.ctx, "DELETE FROM dentries WHERE parent = ? AND name = ? AND gen_from = ?", parent, name, genFrom)
 	} else {
-		_, err = t.tx.ExecContext(t.ctx, "UPDATE dentries SET gen_to = ? WHERE parent = ? AND name = ? AND gen_to = ?", t.st.gen, parent, name, live)
+		_, err = t.tx.ExecContext(t.ctx, "UPDATE dentries SET gen_to = ? WHERE parent = ? AND name = ? AND gen_to = "+liveSQL, t.st.gen, parent, name)
 	}
 	return err
 }
@@ -251,7 +251,7 @@ func pathOf(ctx ctxT, q querier, ino int64) (string, error) {
 	for ino != rootIno {
 		var parent int64
 		var name string
-		err := q.QueryRowContext(ctx, "SELECT parent, name FROM dentries WHERE ino = ? AND gen_to = ? ORDER BY parent, name LIMIT 1", ino, live).Scan(&parent, &name)
+		err := q.QueryRowContext(ctx, "SELECT parent, name FROM dentries WHERE ino = ? AND gen_to = "+liveSQL+" ORDER BY parent, name LIMIT 1", ino).Scan(&parent, &name)
 		if errors.Is(err, sql.ErrNoRows) {
 			return "", wire.Errorf(wire.CodeNotFound, "inode %d has no path", ino)
 		}

@@ -84,7 +84,7 @@ func (t *txn) link(in *inode, dir *inode, name string) error {
 // isEmptyDir reports whether a directory has no entries.
 func (t *txn) isEmptyDir(ino int64) (bool, error) {
 	var n int
-	err := t.tx.QueryRowContext(t.ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM dentries WHERE parent = ? AND gen_to = ? LIMIT 1)", ino, live).Scan(&n)
+	err := t.tx.QueryRowContext(t.ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM dentries WHERE parent = ? AND gen_to = "+liveSQL+" LIMIT 1)", ino).Scan(&n)
 	return n == 0, err
 }
 
@@ -116,7 +116,7 @@ func (t *txn) unlinkEntry(dir *inode, name string, want Kind) (*inode, error) {
 		if !empty {
 			return nil, wire.Errorf(wire.CodeNotEmpty, "directory %q is not empty", name)
 		}
-		t.paths = nil
+		t.pathsChanged()
 	}
 	// History names the file by the path it had.
 	var path string
@@ -154,7 +154,8 @@ func (t *txn) release(in *inode, path string) error {
 }
 
 // inoPath is a live path of ino, remembered for the rest of the
-// transaction (until a rename or removal changes paths).
+// transaction (until a rename or removal changes paths). Directory paths
+// are also remembered across transactions while dir_epoch is unchanged.
 func (t *txn) inoPath(ino int64) (string, error) {
 	if p, ok := t.paths[ino]; ok {
 		return p, nil
@@ -162,9 +163,12 @@ func (t *txn) inoPath(ino int64) (string, error) {
 	if ino == rootIno {
 		return "/", nil
 	}
+	if p, ok := t.v.cachedDir(t.st.dirEpoch, ino); ok && t.st.dirEpoch == t.orig.dirEpoch {
+		return p, nil
+	}
 	var parent int64
 	var name string
-	err := t.tx.QueryRowContext(t.ctx, "SELECT parent, name FROM dentries WHERE ino = ? AND gen_to = ? ORDER BY parent, name LIMIT 1", ino, live).Scan(&parent, &name)
+	err := t.tx.QueryRowContext(t.ctx, "SELECT parent, name FROM dentries WHERE ino = ? AND gen_to = "+liveSQL+" ORDER BY parent, name LIMIT 1", ino).Scan(&parent, &name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", wire.Errorf(wire.CodeNotFound, "inode %d has no path", ino)
 	}
@@ -178,6 +182,10 @@ func (t *txn) inoPath(ino int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if t.dirPaths == nil {
+		t.dirPaths = map[int64]string{}
+	}
+	t.dirPaths[parent] = pp
 	p := pp + "/" + name
 	if pp == "/" {
 		p = "/" + name
@@ -187,6 +195,38 @@ func (t *txn) inoPath(ino int64) (string, error) {
 	}
 	t.paths[ino] = p
 	return p, nil
+}
+
+// pathsChanged forgets every path: a rename or removal may have changed them.
+func (t *txn) pathsChanged() {
+	t.paths, t.dirPaths = nil, nil
+	t.st.dirEpoch++
+}
+
+// cachedDir returns a remembered directory path valid at epoch.
+func (v *Vault) cachedDir(epoch, ino int64) (string, bool) {
+	v.dirsMu.Lock()
+	defer v.dirsMu.Unlock()
+	if v.dirsEpoch != epoch {
+		return "", false
+	}
+	p, ok := v.dirs[ino]
+	return p, ok
+}
+
+// rememberDirs keeps the directory paths a committed transaction learned.
+func (v *Vault) rememberDirs(epoch int64, paths map[int64]string) {
+	if len(paths) == 0 {
+		return
+	}
+	v.dirsMu.Lock()
+	defer v.dirsMu.Unlock()
+	if v.dirsEpoch != epoch || v.dirs == nil || len(v.dirs) > 50000 {
+		v.dirs, v.dirsEpoch = map[int64]string{}, epoch
+	}
+	for ino, p := range paths {
+		v.dirs[ino] = p
+	}
 }
 
 // childPath is the path of dir/name.
@@ -212,7 +252,7 @@ const (
 
 // rename moves odir/oname to ndir/nname with POSIX semantics.
 func (t *txn) rename(odir *inode, oname string, ndir *inode, nname string, flags RenameFlags) error {
-	t.paths = nil // paths may change
+	t.pathsChanged()
 	if err := validName(nname); err != nil {
 		return err
 	}
@@ -237,7 +277,7 @@ func (t *txn) rename(odir *inode, oname string, ndir *inode, nname string, flags
 				break
 			}
 			var parent int64
-			if err := t.tx.QueryRowContext(t.ctx, "SELECT parent FROM dentries WHERE ino = ? AND gen_to = ? LIMIT 1", p, live).Scan(&parent); err != nil {
+			if err := t.tx.QueryRowContext(t.ctx, "SELECT parent FROM dentries WHERE ino = ? AND gen_to = "+liveSQL+" LIMIT 1", p).Scan(&parent); err != nil {
 				return err
 			}
 			p = parent

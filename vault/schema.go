@@ -6,6 +6,10 @@ const schemaVersion = 1
 // live is gen_to of rows that are part of the current state.
 const live = int64(9223372036854775807)
 
+// liveSQL is live written into queries as a literal, so that SQLite can use
+// the partial indexes on live rows (it cannot for a bound parameter).
+const liveSQL = "9223372036854775807"
+
 // rootIno is the inode number of the root directory.
 const rootIno = 1
 
@@ -32,7 +36,8 @@ CREATE TABLE state (
 	parent_gen     INTEGER NOT NULL DEFAULT 0,
 	forked_ns      INTEGER NOT NULL DEFAULT 0,
 	audit_id       INTEGER NOT NULL DEFAULT 0,   -- the audit chain's head: last row id
-	audit_hash     BLOB    NOT NULL DEFAULT x''  -- and its hash (so removing the tail is detected)
+	audit_hash     BLOB    NOT NULL DEFAULT x'', -- and its hash (so removing the tail is detected)
+	dir_epoch      INTEGER NOT NULL DEFAULT 0    -- changes whenever a directory's path may have changed
 );
 
 CREATE TABLE inodes (

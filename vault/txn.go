@@ -23,14 +23,15 @@ type state struct {
 	parentGen, forkedNS              int64
 	auditID                          int64  // the audit chain's head: last row id
 	auditHash                        string // and its hash
+	dirEpoch                         int64  // bumped when directory paths may change (see Vault.dirs)
 }
 
-const stateCols = `uuid, name, created_ns, gen, next_ino, files, bytes, max_bytes, max_files, max_file_bytes, parent_name, parent_uuid, parent_gen, forked_ns, audit_id, audit_hash`
+const stateCols = `uuid, name, created_ns, gen, next_ino, files, bytes, max_bytes, max_files, max_file_bytes, parent_name, parent_uuid, parent_gen, forked_ns, audit_id, audit_hash, dir_epoch`
 
 func scanState(row *sql.Row) (state, error) {
 	var s state
 	err := row.Scan(&s.uuid, &s.name, &s.createdNS, &s.gen, &s.nextIno, &s.files, &s.bytes,
-		&s.maxBytes, &s.maxFiles, &s.maxFileBytes, &s.parentName, &s.parentUUID, &s.parentGen, &s.forkedNS, &s.auditID, &s.auditHash)
+		&s.maxBytes, &s.maxFiles, &s.maxFileBytes, &s.parentName, &s.parentUUID, &s.parentGen, &s.forkedNS, &s.auditID, &s.auditHash, &s.dirEpoch)
 	return s, err
 }
 
@@ -43,14 +44,15 @@ type querier interface {
 
 // txn is one write transaction: the state row, counters, audit rows.
 type txn struct {
-	ctx    context.Context
-	tx     cq
-	v      *Vault
-	st     state
-	orig   state
-	now    int64
-	audits []auditRow
-	paths  map[int64]string // inode paths looked up in this transaction
+	ctx      context.Context
+	tx       cq
+	v        *Vault
+	st       state
+	orig     state
+	now      int64
+	audits   []auditRow
+	paths    map[int64]string // inode paths looked up in this transaction
+	dirPaths map[int64]string // the directories among them
 }
 
 type auditRow struct {
@@ -86,6 +88,7 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 	if err := tx.Commit(); err != nil {
 		return storageErr(op, err)
 	}
+	v.rememberDirs(t.st.dirEpoch, t.dirPaths)
 	return nil
 }
 
@@ -94,9 +97,9 @@ func (t *txn) saveState() error {
 	if t.st == t.orig {
 		return nil
 	}
-	_, err := t.tx.ExecContext(t.ctx, `UPDATE state SET gen=?, next_ino=?, files=?, bytes=?, max_bytes=?, max_files=?, max_file_bytes=?, parent_name=?, parent_uuid=?, parent_gen=?, forked_ns=?, name=?, audit_id=?, audit_hash=? WHERE id = 1`,
+	_, err := t.tx.ExecContext(t.ctx, `UPDATE state SET gen=?, next_ino=?, files=?, bytes=?, max_bytes=?, max_files=?, max_file_bytes=?, parent_name=?, parent_uuid=?, parent_gen=?, forked_ns=?, name=?, audit_id=?, audit_hash=?, dir_epoch=? WHERE id = 1`,
 		t.st.gen, t.st.nextIno, t.st.files, t.st.bytes, t.st.maxBytes, t.st.maxFiles, t.st.maxFileBytes,
-		t.st.parentName, t.st.parentUUID, t.st.parentGen, t.st.forkedNS, t.st.name, t.st.auditID, []byte(t.st.auditHash))
+		t.st.parentName, t.st.parentUUID, t.st.parentGen, t.st.forkedNS, t.st.name, t.st.auditID, []byte(t.st.auditHash), t.st.dirEpoch)
 	if err == nil {
 		t.orig = t.st
 	}

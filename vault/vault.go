@@ -34,6 +34,12 @@ type Vault struct {
 	mu     sync.Mutex
 	parent *Vault // lazily opened parent of a fork (read-only use)
 	closed bool
+
+	// dirs caches directory paths across transactions; it is valid while
+	// the state row's dir_epoch equals dirsEpoch.
+	dirsMu    sync.Mutex
+	dirs      map[int64]string
+	dirsEpoch int64
 }
 
 // Options tune how a vault is opened.
@@ -82,7 +88,7 @@ func init() {
 	sql.Register(driverName, &sqlite3.SQLiteDriver{
 		ConnectHook: func(c *sqlite3.SQLiteConn) error {
 			// Shrink the WAL back after checkpoints instead of keeping its largest size.
-			_, err := c.Exec("PRAGMA journal_size_limit = 67108864", nil)
+			_, err := c.Exec("PRAGMA journal_size_limit = 67108864; PRAGMA wal_autocheckpoint = 10000", nil)
 			return err
 		},
 	})
