@@ -129,3 +129,12 @@ func auditError(rep AuditReport) error {
 	}
 	return wire.Errorf(wire.CodeIntegrity, "audit log verification failed: %d problem(s)", len(rep.Problems)).With("problems", rep.Problems)
 }
+
+// Event appends one audit row for something that happened around the vault
+// (a run's decision and outcome) without changing anything else.
+func (v *Vault) Event(ctx context.Context, op, path string, details map[string]any) error {
+	return v.update(ctx, op, func(t *txn) error {
+		t.audit(op, path, details)
+		return nil
+	})
+}
