@@ -69,18 +69,21 @@ type ProcSpec struct {
 	// Exclude, when set, marks processes that belong to the caller: a
 	// process for which Exclude returns true for its pid, its process group
 	// id or its session id is never signalled or reaped, nor are its
-	// descendants.
+	// descendants. It is called from another goroutine while the command
+	// runs and is ended.
 	//
-	// Otherwise a process belongs to the command (and is ended and reaped)
-	// when it is the command itself or is in the command's session; or a
-	// scan of /proc (every pollInterval while the command runs) saw it with
-	// a parent that belongs to the command; or its parent is avfs (an orphan
-	// reparented to avfs as child subreaper), it started no earlier than the
-	// command, it is not in avfs's session, and no scan saw it under another
-	// parent. So the caller's children started before the command, or in
-	// avfs's session (os/exec's default, also with Setpgid), and all their
-	// descendants, are left alone without Exclude; a child the caller starts
-	// in a new session while a command runs must be excluded.
+	// Without it, a process belongs to the command (and is ended and
+	// reaped) when it is the command itself or is in the command's session;
+	// or a scan of /proc (every pollInterval while the command runs) saw it
+	// with a parent that belongs to the command; or it is a child of avfs
+	// (an orphan reparented to avfs as child subreaper, say after a double
+	// fork and setsid) that started no earlier than the command, is not in
+	// avfs's session, and was not seen under another parent and did not
+	// exist when Start was called. So avfs's other children, and their
+	// descendants, are left alone when they existed before Start, or run in
+	// avfs's session (os/exec's default, also with Setpgid); a child the
+	// caller starts in a new session (Setsid) while a command runs must be
+	// excluded.
 	Exclude func(pid int) bool
 }
 
@@ -240,6 +243,11 @@ func (p *Proc) start(path string) error {
 		childEnds, ours = append(childEnds, sr), append(ours, sw)
 		stdin, p.stdinW = sr, sw
 	}
+	tr, err := newTracker(p.spec.Exclude)
+	if err != nil {
+		closeAll(ours...)
+		return wire.Errorf(wire.CodeInternal, "runner: read /proc: %w", err)
+	}
 	restore, err := setSubreaper()
 	if err != nil {
 		closeAll(ours...)
@@ -279,15 +287,14 @@ func (p *Proc) start(path string) error {
 			w.Close()
 		}(p.stdinW, p.spec.Stdin)
 	}
-	p.tr, err = newTracker(p.pid, p.spec.Exclude)
-	if err != nil { // cannot happen: the command is our child and not reaped
+	if err := tr.setCommand(p.pid); err != nil { // cannot happen: the command is our child and not reaped
 		unix.Kill(-p.pid, unix.SIGKILL)
 		cmd.Wait()
 		restore()
 		closeAll(ours...)
 		return wire.Errorf(wire.CodeInternal, "runner: read /proc for %d: %w", p.pid, err)
 	}
-	p.cmd, p.restore = cmd, restore
+	p.cmd, p.tr, p.restore = cmd, tr, restore
 	return nil
 }
 

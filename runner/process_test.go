@@ -470,6 +470,15 @@ func TestStdin(t *testing.T) {
 	}
 }
 
+// The command leads its own session and process group.
+func TestSession(t *testing.T) {
+	res, _ := sh(t, `echo $$; cut -d' ' -f5,6 /proc/$$/stat`, nil)
+	f := pids(t, res.Stdout.Bytes())
+	if len(f) != 3 || f[1] != f[0] || f[2] != f[0] {
+		t.Errorf("pid, pgid, sid: %v", f)
+	}
+}
+
 func TestEnvAndDir(t *testing.T) {
 	t.Setenv("AVFS_RUNNER_LEAK", "1")
 	env := []string{"PATH=/usr/bin:/bin", "FOO=bar baz", "EMPTY="}
@@ -489,11 +498,13 @@ func TestEnvAndDir(t *testing.T) {
 	}
 }
 
-// The caller's own children are never signalled nor reaped: one started
-// before the command, one started while it runs in avfs's session, and one
-// started in a new session while it runs and passed in Exclude.
+// The caller's own children are never signalled nor reaped: one started in
+// a new session just before the command (possibly in the same clock tick),
+// one started while it runs in avfs's session, and one started in a new
+// session while it runs and passed in Exclude.
 func TestCallerChildren(t *testing.T) {
 	before := exec.Command("sleep", "5")
+	before.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := before.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -52,10 +52,13 @@ type tracker struct {
 	took          time.Duration // by the last scan
 }
 
-func newTracker(cmd int, exclude func(int) bool) (*tracker, error) {
+// newTracker reads /proc before the command starts: avfs's descendants that
+// exist then are the caller's, whatever their start time.
+func newTracker(exclude func(int) bool) (*tracker, error) {
 	t := &tracker{
-		self: os.Getpid(), cmd: cmd, exclude: exclude,
+		self: os.Getpid(), exclude: exclude,
 		ours: map[int]uint64{}, foreign: map[int]uint64{},
+		procs: map[int]procInfo{}, memo: map[int]class{},
 		buf: make([]byte, 1024),
 	}
 	me, err := t.readStat(t.self)
@@ -63,13 +66,31 @@ func newTracker(cmd int, exclude func(int) bool) (*tracker, error) {
 		return nil, err
 	}
 	t.selfSid = me.sid
-	c, err := t.readStat(cmd)
-	if err != nil {
-		return nil, err
+	t.readProcs()
+	for pid, p := range t.procs {
+		for q, n := p, 0; n < 1000 && q.ppid > 0 && q.pid != q.ppid; n++ {
+			if q.ppid == t.self {
+				t.foreign[pid] = p.start
+				break
+			}
+			if q = t.procs[q.ppid]; q.pid == 0 {
+				break
+			}
+		}
 	}
-	t.cmdStart = c.start
-	t.ours[cmd] = c.start
 	return t, nil
+}
+
+// setCommand records the started command.
+func (t *tracker) setCommand(pid int) error {
+	c, err := t.readStat(pid)
+	if err != nil {
+		return err
+	}
+	t.cmd, t.cmdStart = pid, c.start
+	t.ours[pid] = c.start
+	delete(t.foreign, pid)
+	return nil
 }
 
 // readStat parses /proc/PID/stat.
@@ -121,29 +142,10 @@ func parseStat(pid int, b []byte) (procInfo, error) {
 func (t *tracker) scan() {
 	t0 := time.Now()
 	defer func() { t.took = time.Since(t0) }()
-	d, err := os.Open("/proc")
-	if err != nil {
+	if !t.readProcs() {
 		return
 	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
-	if t.procs == nil {
-		t.procs, t.memo = map[int]procInfo{}, map[int]class{}
-	}
 	procs := t.procs
-	clear(procs)
-	for _, n := range names {
-		if n[0] < '0' || n[0] > '9' {
-			continue
-		}
-		pid, err := strconv.Atoi(n)
-		if err != nil {
-			continue
-		}
-		if p, err := t.readStat(pid); err == nil {
-			procs[pid] = p
-		}
-	}
 	// Forget pids that are gone or now name another process.
 	for _, reg := range []map[int]uint64{t.ours, t.foreign} {
 		for pid, start := range reg {
@@ -207,6 +209,33 @@ func (t *tracker) classify(pid int) class {
 
 func (t *tracker) excluded(p procInfo) bool {
 	return t.exclude != nil && (t.exclude(p.pid) || t.exclude(p.pgid) || t.exclude(p.sid))
+}
+
+// readProcs reads every process in /proc into t.procs.
+func (t *tracker) readProcs() bool {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return false
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return false
+	}
+	clear(t.procs)
+	for _, n := range names {
+		if n[0] < '0' || n[0] > '9' {
+			continue
+		}
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		if p, err := t.readStat(pid); err == nil {
+			t.procs[pid] = p
+		}
+	}
+	return true
 }
 
 // interval is the time to wait before the next scan: pollInterval, or ten
