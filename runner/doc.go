@@ -22,6 +22,8 @@
 //
 // Which processes belong to the command is decided by the rule documented on
 // ProcSpec.Exclude: the caller's other children are never signalled or
-// reaped. Only one command runs at a time per avfs process (Start waits for
-// the previous one to finish).
+// reaped. (While a command runs, orphans of the caller's other children are
+// reparented to avfs too; they are left for the caller to reap.) Only one
+// command runs at a time per avfs process: Start waits for the previous one
+// to end.
 package runner

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,7 +93,8 @@ type ProcSpec struct {
 type ProcResult struct {
 	// ExitCode is the command's exit status; 128+N when signal N ended it;
 	// 127 or 126 when the program was not found or is not executable; -1
-	// when it never started (Run also returns an error then).
+	// when it never started or could not be ended (Run also returns an
+	// error then).
 	ExitCode int
 	// Signal is the name of the signal that ended the command ("SIGKILL"),
 	// or "".
@@ -385,6 +388,11 @@ wait:
 		}
 	}
 	tick.Stop()
+	select {
+	case <-exited: // it ended by itself after all
+		timedOut = false
+	default:
+	}
 	killed, end, stuck := p.terminate()
 
 	var res ProcResult
@@ -407,11 +415,8 @@ wait:
 		}
 	}
 	if len(stuck) > 0 {
-		var pids []int
-		for pid := range stuck {
-			pids = append(pids, pid)
-		}
-		err = wire.Errorf(wire.CodeInternal, "runner: processes did not end after SIGKILL").With("pids", pids)
+		pids := slices.Sorted(maps.Keys(stuck))
+		err = wire.Errorf(wire.CodeInternal, "runner: processes %v did not end after SIGKILL", pids).With("pids", pids)
 	}
 	p.restore()
 	closeAll(p.stdinW)
