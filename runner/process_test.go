@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -545,6 +546,30 @@ func TestCallerChildren(t *testing.T) {
 		if err := c.Wait(); err == nil || err.Error() != "signal: killed" {
 			t.Errorf("caller's child %d: wait: %v", c.Process.Pid, err)
 		}
+	}
+}
+
+// Exclude cannot spare the command's own session and group (a caller may
+// hold a stale pid that the command now has).
+func TestExcludeNotTheCommand(t *testing.T) {
+	var cmdPid atomic.Int64
+	p, err := Start(context.Background(), ProcSpec{
+		Argv:      []string{"sh", "-c", `sleep 0.1; sleep 30.201 & echo $! >&2`},
+		Env:       testEnv,
+		KillGrace: 200 * time.Millisecond,
+		Exclude:   func(pid int) bool { return int64(pid) == cmdPid.Load() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdPid.Store(int64(p.Pid()))
+	res, err := p.Wait()
+	got := pids(t, res.Stderr.Bytes())
+	if err != nil || len(got) != 1 || !slices.Equal(res.Killed, got) {
+		t.Errorf("got %+v, %v", res, err)
+	}
+	for _, pid := range got {
+		assertGone(t, pid)
 	}
 }
 

@@ -207,8 +207,19 @@ func (t *tracker) classify(pid int) class {
 	return c
 }
 
+// excluded asks Exclude about p's pid, group and session; never about the
+// command's own group and session (the caller may hold a stale pid that the
+// command now has).
 func (t *tracker) excluded(p procInfo) bool {
-	return t.exclude != nil && (t.exclude(p.pid) || t.exclude(p.pgid) || t.exclude(p.sid))
+	if t.exclude == nil {
+		return false
+	}
+	for _, id := range [...]int{p.pid, p.pgid, p.sid} {
+		if id != t.cmd && t.exclude(id) {
+			return true
+		}
+	}
+	return false
 }
 
 // readProcs reads every process in /proc into t.procs.
