@@ -76,8 +76,9 @@ type ProcSpec struct {
 	//
 	// Without it, a process belongs to the command (and is ended and
 	// reaped) when it is the command itself or is in the command's session;
-	// or a scan of /proc (every pollInterval while the command runs) saw it
-	// with a parent that belongs to the command; or it is a child of avfs
+	// or a scan of /proc (every 25 ms while the command runs, less often on
+	// a machine with very many processes) saw it with a parent that belongs
+	// to the command; or it is a child of avfs
 	// (an orphan reparented to avfs as child subreaper, say after a double
 	// fork and setsid) that started no earlier than the command, is not in
 	// avfs's session, and was not seen under another parent and did not
