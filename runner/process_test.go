@@ -499,10 +499,11 @@ func TestEnvAndDir(t *testing.T) {
 	}
 }
 
-// The caller's own children are never signalled nor reaped: one started in
-// a new session just before the command (possibly in the same clock tick),
-// one started while it runs in avfs's session, and one started in a new
-// session while it runs and passed in Exclude.
+// The caller's own children are never signalled nor reaped, nor are their
+// own children: one started in a new session just before the command
+// (possibly in the same clock tick), one started while it runs in its own
+// group in avfs's session, and one started in a new session while it runs
+// and passed in Exclude.
 func TestCallerChildren(t *testing.T) {
 	before := exec.Command("sleep", "5")
 	before.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -521,6 +522,7 @@ func TestCallerChildren(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond)
 	during := exec.Command("sh", "-c", "sleep 5 & exec sleep 5")
+	during.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // still in avfs's session
 	if err := during.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -541,7 +543,7 @@ func TestCallerChildren(t *testing.T) {
 		if s := procState(c.Process.Pid); s != 'S' && s != 'R' {
 			t.Errorf("caller's child %d: state %q", c.Process.Pid, s)
 		}
-		c.Process.Kill()
+		unix.Kill(-c.Process.Pid, unix.SIGKILL) // with its own child
 		// Still ours to wait for: not reaped by Run.
 		if err := c.Wait(); err == nil || err.Error() != "signal: killed" {
 			t.Errorf("caller's child %d: wait: %v", c.Process.Pid, err)
