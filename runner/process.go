@@ -1,0 +1,597 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"avfs/wire"
+)
+
+// Defaults for ProcSpec fields left zero.
+const (
+	DefaultKillGrace       = 5 * time.Second
+	DefaultMaxOutput int64 = 1 << 20
+)
+
+// Internal bounds; variables so that tests can shorten them.
+var (
+	pollInterval    = 25 * time.Millisecond  // between /proc scans while the command runs and while it is ended
+	maxPollInterval = 250 * time.Millisecond // the same on a machine with very many processes (see tracker.interval)
+	drainWait       = 2 * time.Second        // after the last process ended, before the pipes are closed under the drains
+	killWait        = 10 * time.Second       // after the first SIGKILL, before giving up on processes that do not die
+	teeWait         = time.Second            // for a live writer to take what is queued for it
+)
+
+// running holds the token of the one command that may run at a time.
+var running = make(chan struct{}, 1)
+
+// ProcSpec is one command to run.
+type ProcSpec struct {
+	// Argv is the command and its arguments. Argv[0] is looked up on the PATH
+	// in Env (not avfs's own PATH; /bin:/usr/bin when Env has none) unless it
+	// contains a slash; relative names are relative to Dir.
+	Argv []string
+	// Dir is the working directory; empty means avfs's own.
+	Dir string
+	// Env is the complete environment (KEY=VALUE); nothing else is inherited.
+	Env []string
+	// Stdin is the command's standard input; nil means /dev/null. An
+	// *os.File is passed to the command as is; any other reader is copied
+	// through a pipe by a goroutine that ends at the first error or, if the
+	// reader blocks, when its Read returns.
+	Stdin io.Reader
+	// Timeout bounds the command's run time; 0 means none.
+	Timeout time.Duration
+	// KillGrace is the time between SIGTERM and SIGKILL when processes are
+	// ended (DefaultKillGrace when 0).
+	KillGrace time.Duration
+	// MaxOutput is the number of bytes kept per stream, the first and the
+	// last half (DefaultMaxOutput when 0).
+	MaxOutput int64
+	// Stdout and Stderr, when set, get a live copy of the streams. They are
+	// written from their own goroutine (one for both if they are the same
+	// writer) and never block the drains: chunks that do not fit in a
+	// bounded queue, or come after a write error, are dropped and counted in
+	// Output.LiveDropped.
+	Stdout, Stderr io.Writer
+	// Exclude, when set, marks processes that belong to the caller: a
+	// process for which Exclude returns true for its pid, its process group
+	// id or its session id is never signalled or reaped, nor are its
+	// descendants. It is called from another goroutine while the command
+	// runs and is ended.
+	//
+	// Without it, a process belongs to the command (and is ended and
+	// reaped) when it is the command itself or is in the command's session;
+	// or a scan of /proc (every 25 ms while the command runs, less often on
+	// a machine with very many processes) saw it with a parent that belongs
+	// to the command; or it is a child of avfs
+	// (an orphan reparented to avfs as child subreaper, say after a double
+	// fork and setsid) that started no earlier than the command, is not in
+	// avfs's session, and was not seen under another parent and did not
+	// exist when Start was called. So avfs's other children, and their
+	// descendants, are left alone when they existed before Start, or run in
+	// avfs's session (os/exec's default, also with Setpgid); a child the
+	// caller starts in a new session (Setsid) while a command runs must be
+	// excluded.
+	Exclude func(pid int) bool
+}
+
+// ProcResult is how a command ended.
+type ProcResult struct {
+	// ExitCode is the command's exit status; 128+N when signal N ended it;
+	// 127 or 126 when the program was not found or is not executable; -1
+	// when it never started or could not be ended (Run also returns an
+	// error then).
+	ExitCode int
+	// Signal is the name of the signal that ended the command ("SIGKILL"),
+	// or "".
+	Signal string
+	// TimedOut reports that the command was ended because of the Timeout.
+	TimedOut bool
+	// NotFound reports that the program does not exist (ExitCode 127) or is
+	// not executable (126: not executable, a directory, a bad interpreter,
+	// not an executable format).
+	NotFound bool
+	// Duration runs from the start to the end of the command's last process.
+	Duration time.Duration
+	// Stdout and Stderr are the captured streams.
+	Stdout, Stderr Output
+	// Killed lists the pids of the command's descendants that were still
+	// running when it exited or was ended, and were therefore ended too.
+	Killed []int
+}
+
+// Proc is a started command.
+type Proc struct {
+	spec    ProcSpec
+	ctx     context.Context
+	cmd     *exec.Cmd // nil when the program was not found
+	pid     int
+	started time.Time
+	tr      *tracker
+
+	stdout, stderr *drain
+	tees           []*tee
+	stdinW         *os.File // avfs's end of the stdin pipe, if any
+	restore        func()   // undoes setSubreaper
+
+	mu            sync.Mutex
+	reaped        bool        // the command has been waited for: its pid may be reused
+	groupExcluded atomic.Bool // mirrors tracker.groupExcluded for Signal
+
+	done chan struct{}
+	res  ProcResult
+	err  error
+}
+
+// Run runs spec and returns when the command and every process it started
+// have ended and both streams are drained. Cancelling ctx (e.g. on SIGINT
+// or SIGTERM to avfs) ends the command as a timeout does, but TimedOut stays
+// false. The error, a *wire.Error, is only for failures on avfs's side; the
+// command's own failures are in the result.
+func Run(ctx context.Context, spec ProcSpec) (ProcResult, error) {
+	p, err := Start(ctx, spec)
+	if err != nil {
+		return ProcResult{ExitCode: -1}, err
+	}
+	return p.Wait()
+}
+
+// Start starts spec (see Run) and returns a handle to signal and wait for
+// it. One command runs at a time per process: Start waits until the previous
+// one has ended (or ctx is done). A program that is not found is not an
+// error: the Proc has ended already and Wait reports NotFound.
+func Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
+	if err := checkSpec(&spec); err != nil {
+		return nil, err
+	}
+	select {
+	case running <- struct{}{}:
+		if err := ctx.Err(); err != nil {
+			<-running
+			return nil, wire.Errorf(wire.CodeInternal, "runner: not started: %w", err)
+		}
+	case <-ctx.Done():
+		return nil, wire.Errorf(wire.CodeInternal, "runner: not started: %w", ctx.Err())
+	}
+	p := &Proc{spec: spec, ctx: ctx, done: make(chan struct{})}
+	path, status := lookPath(spec.Argv[0], spec.Env, spec.Dir)
+	if status != 0 {
+		p.end(ProcResult{ExitCode: status, NotFound: true}, nil)
+		return p, nil
+	}
+	if err := p.start(path); err != nil {
+		<-running
+		return nil, err
+	}
+	if p.cmd == nil { // not executable after all
+		return p, nil
+	}
+	go p.supervise()
+	return p, nil
+}
+
+func checkSpec(spec *ProcSpec) error {
+	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
+		return wire.Errorf(wire.CodeInvalidInput, "runner: no command")
+	}
+	if spec.Timeout < 0 || spec.KillGrace < 0 || spec.MaxOutput < 0 {
+		return wire.Errorf(wire.CodeInvalidInput, "runner: negative timeout, kill grace or output limit")
+	}
+	for _, s := range append(append([]string(nil), spec.Argv...), spec.Env...) {
+		if strings.IndexByte(s, 0) >= 0 {
+			return wire.Errorf(wire.CodeInvalidInput, "runner: NUL byte in an argument or environment variable")
+		}
+	}
+	if spec.Dir != "" {
+		if fi, err := os.Stat(spec.Dir); err != nil || !fi.IsDir() {
+			return wire.Errorf(wire.CodeInvalidInput, "runner: working directory %s is not a directory", spec.Dir)
+		}
+	}
+	if spec.KillGrace == 0 {
+		spec.KillGrace = DefaultKillGrace
+	}
+	if spec.MaxOutput == 0 {
+		spec.MaxOutput = DefaultMaxOutput
+	}
+	if spec.Env == nil {
+		spec.Env = []string{} // nil would make os/exec inherit avfs's environment
+	}
+	return nil
+}
+
+// start forks and execs the command. It sets p.cmd only when the command is
+// running; a program that turns out not to be executable ends p instead.
+func (p *Proc) start(path string) error {
+	// The child's ends of the pipes are closed once it has them.
+	var childEnds, ours []*os.File
+	defer func() { closeAll(childEnds...) }()
+	fail := func(err error) error {
+		closeAll(ours...)
+		return wire.Errorf(wire.CodeInternal, "runner: pipe: %w", err)
+	}
+	or, ow, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	childEnds, ours = append(childEnds, ow), append(ours, or)
+	er, ew, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	childEnds, ours = append(childEnds, ew), append(ours, er)
+	var stdin io.Reader
+	switch r := p.spec.Stdin.(type) {
+	case nil:
+	case *os.File:
+		stdin = r
+	default:
+		sr, sw, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		childEnds, ours = append(childEnds, sr), append(ours, sw)
+		stdin, p.stdinW = sr, sw
+	}
+	tr, err := newTracker(p.spec.Exclude)
+	if err != nil {
+		closeAll(ours...)
+		return wire.Errorf(wire.CodeInternal, "runner: read /proc: %w", err)
+	}
+	restore, err := setSubreaper()
+	if err != nil {
+		closeAll(ours...)
+		return wire.Errorf(wire.CodeInternal, "runner: become a child subreaper: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path: path, Args: p.spec.Argv, Dir: p.spec.Dir, Env: p.spec.Env,
+		Stdin: stdin, Stdout: ow, Stderr: ew,
+		// A new session, hence a new process group: the group can be
+		// signalled at once, the session tells the command's processes
+		// apart from avfs's (see ProcSpec.Exclude), and the command has no
+		// controlling terminal to block on.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	p.started = time.Now()
+	if err := cmd.Start(); err != nil {
+		restore()
+		closeAll(ours...)
+		var pe *fs.PathError
+		if errors.As(err, &pe) && pe.Op == "chdir" {
+			return wire.Errorf(wire.CodeInvalidInput, "runner: %w", err)
+		}
+		if status := startStatus(err, path); status != 0 {
+			p.end(ProcResult{ExitCode: status, NotFound: true}, nil)
+			return nil
+		}
+		return wire.Errorf(wire.CodeInternal, "runner: start %s: %w", p.spec.Argv[0], err)
+	}
+	p.pid = cmd.Process.Pid
+	live1, live2, tees := liveStreams(p.spec.Stdout, p.spec.Stderr)
+	p.stdout = startDrain(or, p.spec.MaxOutput, live1)
+	p.stderr = startDrain(er, p.spec.MaxOutput, live2)
+	p.tees = tees
+	if p.stdinW != nil {
+		go func(w *os.File, r io.Reader) {
+			io.Copy(w, r)
+			w.Close()
+		}(p.stdinW, p.spec.Stdin)
+	}
+	if err := tr.setCommand(p.pid); err != nil { // cannot happen: the command is our child and not reaped
+		unix.Kill(-p.pid, unix.SIGKILL)
+		cmd.Wait()
+		restore()
+		closeAll(ours...)
+		return wire.Errorf(wire.CodeInternal, "runner: read /proc for %d: %w", p.pid, err)
+	}
+	p.cmd, p.tr, p.restore = cmd, tr, restore
+	return nil
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// Pid returns the command's pid (0 when it was not found).
+func (p *Proc) Pid() int { return p.pid }
+
+// Signal sends sig to the command's process group (as a terminal would), or
+// to the command alone if an excluded process is in its group. It returns
+// os.ErrProcessDone once the command has ended.
+func (p *Proc) Signal(sig os.Signal) error {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return wire.Errorf(wire.CodeInvalidInput, "runner: unsupported signal %v", sig)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.reaped {
+		return os.ErrProcessDone
+	}
+	target := -p.pid
+	if p.groupExcluded.Load() {
+		target = p.pid
+	}
+	if err := unix.Kill(target, s); err != nil {
+		if err == unix.ESRCH {
+			return os.ErrProcessDone
+		}
+		return wire.Errorf(wire.CodeInternal, "runner: signal %d: %w", p.pid, err)
+	}
+	return nil
+}
+
+// Wait waits until the command and all its processes have ended and the
+// streams are drained, and returns the result (the same on every call).
+func (p *Proc) Wait() (ProcResult, error) {
+	<-p.done
+	return p.res, p.err
+}
+
+// end records the result and lets the next command start.
+func (p *Proc) end(res ProcResult, err error) {
+	p.res, p.err = res, err
+	<-running
+	close(p.done)
+}
+
+// supervise follows the command until it exits, times out or is cancelled,
+// ends what is left of it, and collects the result.
+func (p *Proc) supervise() {
+	exited := make(chan struct{})
+	go func() {
+		waitExited(p.pid)
+		close(exited)
+	}()
+	var deadline <-chan time.Time
+	if p.spec.Timeout > 0 {
+		t := time.NewTimer(p.spec.Timeout - time.Since(p.started))
+		defer t.Stop()
+		deadline = t.C
+	}
+	tick := time.NewTicker(pollInterval)
+	tr := p.tr
+	timedOut := false
+	tr.scan()
+wait:
+	for {
+		select {
+		case <-exited:
+			break wait
+		case <-deadline:
+			timedOut = true
+			break wait
+		case <-p.ctx.Done():
+			break wait
+		case <-tick.C:
+			tr.scan()
+			tr.reap()
+			p.groupExcluded.Store(tr.groupExcluded)
+			tick.Reset(tr.interval())
+		}
+	}
+	tick.Stop()
+	select {
+	case <-exited: // it ended by itself after all
+		timedOut = false
+	default:
+	}
+	killed, end, stuck := p.terminate()
+
+	var res ProcResult
+	var err error
+	p.mu.Lock()
+	p.reaped = true // from here on the pid may be reused
+	p.mu.Unlock()
+	if stuck[p.pid] {
+		go p.cmd.Wait() // reaps it if it ever dies
+		res.ExitCode = -1
+	} else {
+		<-exited
+		p.cmd.Wait()
+		ws := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			res.ExitCode = 128 + int(ws.Signal())
+			res.Signal = unix.SignalName(ws.Signal())
+		} else {
+			res.ExitCode = ws.ExitStatus()
+		}
+	}
+	if len(stuck) > 0 {
+		pids := slices.Sorted(maps.Keys(stuck))
+		err = wire.Errorf(wire.CodeInternal, "runner: processes %v did not end after SIGKILL", pids).With("pids", pids)
+	}
+	p.restore()
+	closeAll(p.stdinW)
+
+	// The pipes reach EOF once no process holds them; one that escaped (say
+	// an excluded process that inherited them) is cut off after drainWait.
+	timer := time.NewTimer(drainWait)
+	for _, d := range []*drain{p.stdout, p.stderr} {
+		select {
+		case <-d.done:
+		case <-timer.C:
+			p.stdout.r.Close()
+			p.stderr.r.Close()
+			<-d.done
+		}
+	}
+	timer.Stop()
+	p.stdout.r.Close()
+	p.stderr.r.Close()
+	for _, t := range p.tees {
+		t.close(teeWait)
+	}
+
+	res.TimedOut = timedOut
+	res.Duration = end.Sub(p.started)
+	res.Killed = killed
+	res.Stdout = p.stdout.cap.output()
+	res.Stdout.LiveDropped = p.stdout.live.droppedBytes()
+	res.Stderr = p.stderr.cap.output()
+	res.Stderr.LiveDropped = p.stderr.live.droppedBytes()
+	p.end(res, err)
+}
+
+// terminate ends every live process of the command, the command included:
+// SIGTERM and SIGCONT (so stopped processes see the SIGTERM), and SIGKILL
+// to what is left after KillGrace, repeated until nothing is left or
+// killWait has passed. Processes found meanwhile get the same treatment.
+// It returns the descendants it signalled, the time the last process
+// ended, and the processes that would not die.
+func (p *Proc) terminate() (killed []int, end time.Time, stuck map[int]bool) {
+	tr := p.tr
+	tr.scan()
+	tr.reap()
+	alive := tr.alive(true)
+	if len(alive) == 0 {
+		return nil, time.Now(), nil
+	}
+	signalled := map[int]bool{}
+	note := func(pids []int) (fresh []int) {
+		for _, pid := range pids {
+			if !signalled[pid] {
+				signalled[pid] = true
+				fresh = append(fresh, pid)
+				if pid != p.pid {
+					killed = append(killed, pid)
+				}
+			}
+		}
+		return fresh
+	}
+	note(alive)
+	tr.signalAll(unix.SIGTERM)
+	tr.signalAll(unix.SIGCONT)
+	graceEnd := time.Now().Add(p.spec.KillGrace)
+	var killEnd time.Time
+	for {
+		wait := tr.interval()
+		if killEnd.IsZero() {
+			wait = max(min(wait, time.Until(graceEnd)), time.Millisecond)
+		}
+		time.Sleep(wait)
+		tr.scan()
+		tr.reap()
+		alive = tr.alive(true)
+		now := time.Now()
+		if len(alive) == 0 {
+			return killed, now, nil
+		}
+		fresh := note(alive)
+		switch {
+		case killEnd.IsZero() && now.Before(graceEnd):
+			for _, pid := range fresh {
+				tr.signalPid(pid, tr.ours[pid], unix.SIGTERM)
+				tr.signalPid(pid, tr.ours[pid], unix.SIGCONT)
+			}
+		case killEnd.IsZero() || now.Before(killEnd):
+			if killEnd.IsZero() {
+				killEnd = now.Add(killWait)
+			}
+			tr.signalAll(unix.SIGKILL)
+		default:
+			stuck = map[int]bool{}
+			for _, pid := range alive {
+				stuck[pid] = true
+			}
+			return killed, now, stuck
+		}
+	}
+}
+
+// lookPath finds the program like execvp, but on the PATH in env, and
+// returns its absolute path, or 127 (not found) or 126 (found but not
+// executable).
+func lookPath(file string, env []string, dir string) (string, int) {
+	base := dir
+	if base == "" {
+		base, _ = os.Getwd()
+	}
+	abs := func(p string) string {
+		if filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(base, p)
+	}
+	if strings.Contains(file, "/") {
+		p := abs(file)
+		return p, checkExec(p, false)
+	}
+	pathList := "/bin:/usr/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathList = v // the last one wins, as in os/exec
+		}
+	}
+	status := 127
+	for _, d := range filepath.SplitList(pathList) {
+		if d == "" {
+			d = "."
+		}
+		p := abs(filepath.Join(d, file))
+		switch checkExec(p, true) {
+		case 0:
+			return p, 0
+		case 126:
+			status = 126
+		}
+	}
+	return "", status
+}
+
+// checkExec returns 0 when p is an executable file, else 127 or 126 as a
+// shell would. A directory found on the PATH counts as not found.
+func checkExec(p string, onPath bool) int {
+	fi, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENAMETOOLONG):
+		return 127
+	case err != nil:
+		return 126
+	case fi.IsDir() && onPath:
+		return 127
+	case fi.IsDir() || unix.Access(p, unix.X_OK) != nil:
+		return 126
+	}
+	return 0
+}
+
+// startStatus maps an exec failure to 127 or 126, or 0 when the failure is
+// avfs's (out of processes or file descriptors...).
+func startStatus(err error, path string) int {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return 0
+	}
+	switch errno {
+	case syscall.ENOENT:
+		if _, err := os.Stat(path); err == nil {
+			return 126 // the file is there: its interpreter is not
+		}
+		return 127
+	case syscall.ENOTDIR, syscall.ENAMETOOLONG:
+		return 127
+	case syscall.EACCES, syscall.EPERM, syscall.ENOEXEC, syscall.EISDIR, syscall.ETXTBSY, syscall.ELOOP, syscall.ELIBBAD:
+		return 126
+	}
+	return 0
+}
