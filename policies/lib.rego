@@ -1,0 +1,273 @@
+# METADATA
+# title: avfs policy library
+# description: |
+#   Helpers shared by the default rules and by extension bundles: the decision
+#   lattice, reasons built from rule metadata, and predicates over the input
+#   document (commands, operands, redirects, paths). The lists they consult
+#   are in data.avfs.config (policies/data.json).
+package avfs.lib
+
+# cfg holds the tunable lists of the default policy.
+cfg := data.avfs.config
+
+# ranks orders the decision lattice: deny > require_approval > allow_with_checkpoint > allow.
+ranks := {"allow": 0, "allow_with_checkpoint": 1, "require_approval": 2, "deny": 3}
+
+# decisions names the ranks.
+decisions := ["allow", "allow_with_checkpoint", "require_approval", "deny"]
+
+# rank is the rank of decision d. Anything outside the lattice ranks as deny:
+# the policy fails closed.
+rank(d) := object.get(ranks, d, 3)
+
+# reason builds a reason from the metadata of the rule that calls it, passed as
+# rego.metadata.rule(): custom.id, custom.decision (deny when missing) and the
+# title, followed by the subject (the command or path concerned) when not "".
+reason(meta, subject) := {
+	"id": object.get(meta, ["custom", "id"], "avfs.unnamed_rule"),
+	"decision": object.get(meta, ["custom", "decision"], "deny"),
+	"message": message(object.get(meta, "title", "unnamed rule"), subject),
+}
+
+message(title, "") := title
+
+message(title, subject) := sprintf("%s: %s", [title, subject]) if subject != ""
+
+# commands is every simple command of the input: input.commands, or the
+# top-level command alone when the list is missing or empty.
+commands := cmds if {
+	cmds := input.commands
+	is_array(cmds)
+	count(cmds) > 0
+} else := [input.command]
+
+# malformed is true when the input is not shaped like wire.Input: a field
+# the rules read is missing or has the wrong type. (Written as "not
+# valid_input" because "not f(x.y)" is undefined, not true, when x.y is.)
+malformed if not valid_input
+
+valid_input if {
+	is_object(input.command)
+	every cmd in commands {
+		well_formed(cmd)
+	}
+	is_array(input.paths)
+	every p in input.paths {
+		is_string(p.path)
+		is_boolean(p.inside_vault)
+	}
+	valid_script
+}
+
+valid_script if input.script == null
+
+valid_script if {
+	is_string(input.script.parse_error)
+	is_boolean(input.script.pipes_to_shell)
+	is_array(input.script.redirects)
+	is_array(input.script.functions)
+}
+
+well_formed(cmd) if {
+	is_string(cmd.program)
+	is_string(cmd.raw)
+	is_string(cmd.origin)
+	is_array(cmd.argv)
+	is_array(cmd.args)
+	is_array(cmd.flags)
+	is_array(cmd.wrappers)
+	is_array(cmd.redirects)
+	is_object(cmd.assignments)
+	is_number(cmd.pipeline)
+	is_number(cmd.pipeline_len)
+}
+
+# matches is true when value is in patterns; a pattern ending in "*" matches
+# every value that starts with the rest of it ("mkfs*" matches "mkfs.ext4").
+matches(value, patterns) if value in patterns
+
+matches(value, patterns) if {
+	some p in patterns
+	endswith(p, "*")
+	startswith(value, trim_suffix(p, "*"))
+}
+
+# operands are the words after the program that are neither options nor the
+# values of options listed in cfg.options_with_value ("git -C dir status"
+# gives ["status"]).
+operands(cmd) := [a |
+	some i, a in cmd.args
+	not startswith(a, "-")
+	not option_value(cmd, i)
+]
+
+option_value(cmd, i) if cmd.args[i - 1] in object.get(cfg.options_with_value, cmd.program, [])
+
+# invokes is true when the operands start with the words of phrase:
+# "pip install" matches ["pip", "install", "x"]. The phrase "" matches a bare
+# command (no operands) and "*" any invocation.
+invokes(_, "*")
+
+invokes(ops, "") if count(ops) == 0
+
+invokes(ops, phrase) if {
+	not phrase in {"", "*"}
+	words := split(phrase, " ")
+	array.slice(ops, 0, count(words)) == words
+}
+
+# invocations are the programs the input runs with their operands: every
+# command, plus modules run by an interpreter ("python -m pip install x" is
+# also pip with ["install", "x"]).
+invocations contains {"program": cmd.program, "operands": operands(cmd), "raw": cmd.raw} if {
+	some cmd in commands
+}
+
+invocations contains {"program": module, "operands": ops, "raw": cmd.raw} if {
+	some cmd in commands
+	matches(cmd.program, cfg.interpreters)
+	some i, "-m" in cmd.args
+	module := cmd.args[i + 1]
+	ops := [a | some a in array.slice(cmd.args, i + 2, count(cmd.args)); not startswith(a, "-")]
+}
+
+# network is true for a program that talks to the network whatever its arguments.
+network(cmd) if matches(cmd.program, cfg.network_programs)
+
+# privileged is true when the program or any wrapper around it (sudo, doas …)
+# changes privileges or administers the host.
+privileged(cmd) if matches(cmd.program, cfg.privileged_programs)
+
+privileged(cmd) if {
+	some w in cmd.wrappers
+	matches(w.name, cfg.privileged_programs)
+}
+
+# allowed_path is true for an entry of input.paths inside the vault or on a
+# harmless device.
+allowed_path(p) if p.inside_vault == true
+
+allowed_path(p) if host_path_allowed(p.path)
+
+# host_path_allowed is true for host paths that are harmless devices (/dev/null …).
+host_path_allowed(path) if matches(path, cfg.host_paths_allowed)
+
+# device is true for a path naming a device other than the harmless ones.
+device(path) if {
+	some prefix in cfg.device_prefixes
+	startswith(path, prefix)
+	not host_path_allowed(path)
+}
+
+# carrier is true for the top-level shell whose -c script was parsed into
+# input.script: its own commands are judged instead of it. Only index 0 can
+# be a carrier, so a nested "sh -c $X" is never taken as harmless.
+carrier(0, cmd) if {
+	cmd.origin == "argv"
+	matches(cmd.program, cfg.shells)
+	"-c" in cmd.flags
+	input.script.parse_error == ""
+}
+
+# runs_code is true for a program that executes code given to it: shells
+# (other than the carrier), interpreters and eval-like builtins.
+runs_code(i, cmd) if {
+	matches(cmd.program, cfg.shells)
+	not carrier(i, cmd)
+}
+
+runs_code(_, cmd) if matches(cmd.program, cfg.interpreters)
+
+runs_code(_, cmd) if cmd.program in cfg.evaluators
+
+# pipes_to_shell is true when a script pipes into a shell or an interpreter
+# that reads its program from stdin.
+pipes_to_shell if input.script.pipes_to_shell
+
+pipes_to_shell if {
+	some cmd in commands
+	cmd.reads_stdin_script
+	cmd.pipeline > 0
+}
+
+# redirects are the redirects of every command and of the script.
+redirects contains r if {
+	some cmd in commands
+	some r in cmd.redirects
+}
+
+redirects contains r if some r in input.script.redirects
+
+# write_redirect is true for a redirect that writes a file (">", ">>", "&>",
+# "2>", ">|", "<>", ">&file"); duplicating a descriptor ("2>&1") and writing
+# to a harmless device ("2>/dev/null") are not writes.
+write_redirect(r) if {
+	regex.match(`^[0-9]*(>|>>|>\||&>|&>>|<>|>&)$`, r.op)
+	not fd_duplication(r)
+	not harmless_target(r)
+}
+
+harmless_target(r) if host_path_allowed(r.target)
+
+fd_duplication(r) if {
+	endswith(r.op, ">&")
+	regex.match(`^([0-9]+-?|-)$`, r.target)
+}
+
+# read_only is true for a well-formed command known not to change anything: a program in
+# cfg.read_only_programs without any of its writing options, or a git
+# subcommand that only reads.
+read_only(cmd) if {
+	well_formed(cmd)
+	cmd.program in cfg.read_only_programs
+	not read_only_exception(cmd)
+	not too_many_operands(cmd)
+	not unsafe_assignment(cmd)
+}
+
+read_only(cmd) if {
+	well_formed(cmd)
+	cmd.program == "git"
+	operands(cmd)[0] in cfg.git_read_only_subcommands
+	not read_only_exception(cmd)
+	not unsafe_assignment(cmd)
+}
+
+# git branch lists branches when it has no operand and only listing flags.
+read_only(cmd) if {
+	well_formed(cmd)
+	cmd.program == "git"
+	operands(cmd) == ["branch"]
+	some i, "branch" in cmd.args
+	every a in array.slice(cmd.args, i + 1, count(cmd.args)) {
+		split(a, "=")[0] in cfg.git_branch_listing_flags
+	}
+	not read_only_exception(cmd)
+	not unsafe_assignment(cmd)
+}
+
+read_only_exception(cmd) if {
+	some word in array.concat(cmd.args, cmd.flags)
+	matches(word, object.get(cfg.read_only_exceptions, cmd.program, []))
+}
+
+too_many_operands(cmd) if count(operands(cmd)) > cfg.read_only_max_operands[cmd.program]
+
+unsafe_assignment(cmd) if {
+	some name, _ in cmd.assignments
+	matches(name, cfg.unsafe_assignments)
+}
+
+# changes describes what may change the vault: every command that is not
+# read-only (the carrier aside) and every writing redirect. The input is
+# read-only when it is empty.
+changes contains cmd.raw if {
+	some i, cmd in commands
+	not read_only(cmd)
+	not carrier(i, cmd)
+}
+
+changes contains sprintf("%s %s", [r.op, r.target]) if {
+	some r in redirects
+	write_redirect(r)
+}
