@@ -28,6 +28,11 @@ const (
 	CodeIntegrity          Code = "integrity_failed"     // vault check or audit verify found problems
 	CodeHostIO             Code = "host_io"              // reading or writing the host file system failed
 	CodeInternal           Code = "internal"             // a bug or an unexpected storage failure
+
+	// Policy codes.
+	CodeBundleInvalid    Code = "bundle_invalid"    // a policy bundle cannot be read or compiled (details: bundle, file, row, col)
+	CodeSignatureInvalid Code = "signature_invalid" // a bundle's signature is missing or wrong for the verification key
+	CodePolicyError      Code = "policy_error"      // the policy could not be evaluated or tested
 )
 
 // Exit statuses of avfs commands (except proxy exec, which follows timeout(1)).
