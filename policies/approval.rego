@@ -26,7 +26,7 @@ reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
 #   decision: require_approval
 reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
 	some cmd in lib.commands
-	lib.matches(cmd.program, lib.cfg.remote_sync_programs)
+	lib.program_in(cmd.program, lib.cfg.remote_sync_programs)
 	some operand in lib.operands(cmd)
 	regex.match(`^[^/:]+:`, operand)
 }
@@ -52,8 +52,6 @@ reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
 # custom:
 #   id: avfs.approval.packages
 #   decision: require_approval
-reasons contains lib.reason(rego.metadata.rule(), inv.raw) if {
-	some inv in lib.invocations
-	some phrase in lib.cfg.package_subcommands[inv.program]
-	lib.invokes(inv.operands, phrase)
+reasons contains lib.reason(rego.metadata.rule(), raw) if {
+	some raw in lib.package_invocations
 }

@@ -70,9 +70,11 @@ valid_script if {
 
 well_formed(cmd) if {
 	is_string(cmd.program)
+	cmd.program != ""
 	is_string(cmd.raw)
 	is_string(cmd.origin)
 	is_array(cmd.argv)
+	count(cmd.argv) > 0
 	is_array(cmd.args)
 	is_array(cmd.flags)
 	is_array(cmd.wrappers)
@@ -82,15 +84,15 @@ well_formed(cmd) if {
 	is_number(cmd.pipeline_len)
 }
 
-# matches is true when value is in patterns; a pattern ending in "*" matches
-# every value that starts with the rest of it ("mkfs*" matches "mkfs.ext4").
-matches(value, patterns) if value in patterns
+# program_in is true when the program, or its base name, is in list. The
+# base name drops what follows a dot and trailing digits, so "python3.12",
+# "pip3" and "mkfs.ext4" are found as python, pip and mkfs. Use it for lists
+# that restrict; read-only programs are matched exactly.
+program_in(program, list) if program in list
 
-matches(value, patterns) if {
-	some p in patterns
-	endswith(p, "*")
-	startswith(value, trim_suffix(p, "*"))
-}
+program_in(program, list) if program_base(program) in list
+
+program_base(program) := trim_right(split(program, ".")[0], "0123456789")
 
 # operands are the words after the program that are neither options nor the
 # values of options listed in cfg.options_with_value ("git -C dir status"
@@ -116,31 +118,39 @@ invokes(ops, phrase) if {
 	array.slice(ops, 0, count(words)) == words
 }
 
-# invocations are the programs the input runs with their operands: every
-# command, plus modules run by an interpreter ("python -m pip install x" is
-# also pip with ["install", "x"]).
-invocations contains {"program": cmd.program, "operands": operands(cmd), "raw": cmd.raw} if {
+# package_invocations are the commands that run a package manager with one
+# of the subcommands cfg.package_subcommands lists for it, directly or as a
+# module of an interpreter ("python -m pip install x").
+package_invocations contains cmd.raw if {
 	some cmd in commands
+	some phrase in package_phrases(cmd.program)
+	invokes(operands(cmd), phrase)
 }
 
-invocations contains {"program": module, "operands": ops, "raw": cmd.raw} if {
+package_invocations contains cmd.raw if {
 	some cmd in commands
-	matches(cmd.program, cfg.interpreters)
+	program_in(cmd.program, cfg.interpreters)
 	some i, "-m" in cmd.args
-	module := cmd.args[i + 1]
-	ops := [a | some a in array.slice(cmd.args, i + 2, count(cmd.args)); not startswith(a, "-")]
+	some phrase in package_phrases(cmd.args[i + 1])
+	invokes([a | some a in array.slice(cmd.args, i + 2, count(cmd.args)); not startswith(a, "-")], phrase)
 }
+
+# package_phrases are the subcommand phrases cfg.package_subcommands lists
+# for a program, or for its base name (pip3.12 is pip).
+package_phrases(program) := phrases if {
+	phrases := cfg.package_subcommands[program]
+} else := cfg.package_subcommands[program_base(program)]
 
 # network is true for a program that talks to the network whatever its arguments.
-network(cmd) if matches(cmd.program, cfg.network_programs)
+network(cmd) if program_in(cmd.program, cfg.network_programs)
 
 # privileged is true when the program or any wrapper around it (sudo, doas …)
 # changes privileges or administers the host.
-privileged(cmd) if matches(cmd.program, cfg.privileged_programs)
+privileged(cmd) if program_in(cmd.program, cfg.privileged_programs)
 
 privileged(cmd) if {
 	some w in cmd.wrappers
-	matches(w.name, cfg.privileged_programs)
+	program_in(w.name, cfg.privileged_programs)
 }
 
 # allowed_path is true for an entry of input.paths inside the vault or on a
@@ -150,7 +160,9 @@ allowed_path(p) if p.inside_vault == true
 allowed_path(p) if host_path_allowed(p.path)
 
 # host_path_allowed is true for host paths that are harmless devices (/dev/null …).
-host_path_allowed(path) if matches(path, cfg.host_paths_allowed)
+host_path_allowed(path) if path in cfg.host_paths_allowed
+
+host_path_allowed(path) if strings.any_prefix_match(path, cfg.host_path_prefixes_allowed)
 
 # device is true for a path naming a device other than the harmless ones.
 device(path) if {
@@ -164,7 +176,7 @@ device(path) if {
 # be a carrier, so a nested "sh -c $X" is never taken as harmless.
 carrier(0, cmd) if {
 	cmd.origin == "argv"
-	matches(cmd.program, cfg.shells)
+	program_in(cmd.program, cfg.shells)
 	"-c" in cmd.flags
 	input.script.parse_error == ""
 }
@@ -172,11 +184,11 @@ carrier(0, cmd) if {
 # runs_code is true for a program that executes code given to it: shells
 # (other than the carrier), interpreters and eval-like builtins.
 runs_code(i, cmd) if {
-	matches(cmd.program, cfg.shells)
+	program_in(cmd.program, cfg.shells)
 	not carrier(i, cmd)
 }
 
-runs_code(_, cmd) if matches(cmd.program, cfg.interpreters)
+runs_code(_, cmd) if program_in(cmd.program, cfg.interpreters)
 
 runs_code(_, cmd) if cmd.program in cfg.evaluators
 
@@ -214,20 +226,20 @@ fd_duplication(r) if {
 	regex.match(`^([0-9]+-?|-)$`, r.target)
 }
 
-# read_only is true for a well-formed command known not to change anything: a program in
+# read_only is true for a command known not to change anything: a program in
 # cfg.read_only_programs without any of its writing options, or a git
 # subcommand that only reads.
 read_only(cmd) if {
-	well_formed(cmd)
 	cmd.program in cfg.read_only_programs
+	not vault_program(cmd)
 	not read_only_exception(cmd)
 	not too_many_operands(cmd)
 	not unsafe_assignment(cmd)
 }
 
 read_only(cmd) if {
-	well_formed(cmd)
 	cmd.program == "git"
+	not vault_program(cmd)
 	operands(cmd)[0] in cfg.git_read_only_subcommands
 	not read_only_exception(cmd)
 	not unsafe_assignment(cmd)
@@ -235,8 +247,8 @@ read_only(cmd) if {
 
 # git branch lists branches when it has no operand and only listing flags.
 read_only(cmd) if {
-	well_formed(cmd)
 	cmd.program == "git"
+	not vault_program(cmd)
 	operands(cmd) == ["branch"]
 	some i, "branch" in cmd.args
 	every a in array.slice(cmd.args, i + 1, count(cmd.args)) {
@@ -246,28 +258,40 @@ read_only(cmd) if {
 	not unsafe_assignment(cmd)
 }
 
+# read_only_exception is true when an argument of the command starts with one
+# of the prefixes cfg.read_only_unless_args lists for its program (find
+# -delete, sort -o …).
 read_only_exception(cmd) if {
-	some word in array.concat(cmd.args, cmd.flags)
-	matches(word, object.get(cfg.read_only_exceptions, cmd.program, []))
+	strings.any_prefix_match(array.concat(cmd.args, cmd.flags), cfg.read_only_unless_args[cmd.program])
 }
 
-too_many_operands(cmd) if count(operands(cmd)) > cfg.read_only_max_operands[cmd.program]
+too_many_operands(cmd) if {
+	limit := cfg.read_only_max_operands[cmd.program]
+	count(operands(cmd)) > limit
+}
 
-unsafe_assignment(cmd) if {
-	some name, _ in cmd.assignments
-	matches(name, cfg.unsafe_assignments)
+unsafe_assignment(cmd) if strings.any_prefix_match(object.keys(cmd.assignments), cfg.unsafe_assignment_prefixes)
+
+# vault_program is true when the program is a file of the vault, named by a
+# relative path (./cat, bin/ls): whatever its name, it is not read-only.
+vault_program(cmd) if {
+	contains(cmd.argv[0], "/")
+	not startswith(cmd.argv[0], "/")
 }
 
 # changes describes what may change the vault: every command that is not
 # read-only (the carrier aside) and every writing redirect. The input is
-# read-only when it is empty.
+# read-only when it is empty. A malformed input is denied anyway: it is not
+# looked at here, so that no rule trips over a missing field.
 changes contains cmd.raw if {
+	not malformed
 	some i, cmd in commands
 	not read_only(cmd)
 	not carrier(i, cmd)
 }
 
 changes contains sprintf("%s %s", [r.op, r.target]) if {
+	not malformed
 	some r in redirects
 	write_redirect(r)
 }

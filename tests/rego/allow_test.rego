@@ -135,6 +135,13 @@ test_read_only_programs_with_writing_options if {
 	}
 }
 
+test_vault_programs_are_not_read_only if {
+	every argv in [["./ls"], ["bin/cat", "f"], ["./git", "status"], ["tools/git", "branch"], ["ls.sh"]] {
+		t.decision_of(t.argv_input(argv)) == "allow_with_checkpoint"
+	}
+	t.decision_of(t.argv_input(["/usr/bin/git", "status"])) == "allow"
+}
+
 test_unsafe_assignments if {
 	every a in [{"GIT_PAGER": "sh -c x"}, {"LD_PRELOAD": "x.so"}, {"PAGER": "x"}] {
 		inp := t.doc([t.with_fields(["git", "log"], {"assignments": a})], null, [])

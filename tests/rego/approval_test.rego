@@ -145,6 +145,8 @@ test_python_module_installs if {
 		["python", "-m", "pip", "install", "requests"],
 		["python3", "-m", "pip", "install", "--user", "x"],
 		["/usr/bin/python3.12", "-m", "pip", "install", "x"],
+		["pip3.12", "install", "x"],
+		["pypy3", "-m", "pip", "install", "x"],
 	] {
 		inp := t.argv_input(argv)
 		t.decision_of(inp) == "require_approval"
