@@ -6,5 +6,6 @@ import "github.com/urfave/cli/v2"
 func commands(e *env) []*cli.Command {
 	return []*cli.Command{
 		versionCommand(e),
+		policyCommand(e),
 	}
 }
