@@ -103,15 +103,15 @@ func (p *Policy) Bundles() []wire.BundleInfo { return slices.Clone(p.bundles) }
 // policy errs, is undefined, or answers something outside the four
 // decisions, the result is deny with a reason saying why, and err is nil.
 // err is only for a bad call (an unknown explain mode).
-func (p *Policy) Decide(ctx context.Context, in *wire.Input, opts DecideOptions) (wire.PolicyResult, error) {
-	res := wire.PolicyResult{Bundles: p.Bundles(), Reasons: []wire.Reason{}}
+func (p *Policy) Decide(ctx context.Context, in *wire.Input, opts DecideOptions) (res wire.PolicyResult, err error) {
+	res = wire.PolicyResult{Bundles: p.Bundles(), Reasons: []wire.Reason{}}
 	switch opts.Explain {
 	case ExplainOff, ExplainNotes, ExplainFails, ExplainFull:
 	default:
 		return res, wire.Errorf(wire.CodeInvalidInput, "unknown explain mode %q (want notes, fails or full)", opts.Explain)
 	}
 	start := time.Now()
-	defer func() { res.EvalUS = time.Since(start).Microseconds() }()
+	defer func() { res.EvalUS = max(time.Since(start).Microseconds(), 1) }()
 	if in == nil {
 		return failClosed(res, "there is no input document"), nil
 	}
