@@ -26,7 +26,7 @@ reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
 #   decision: require_approval
 reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
 	some cmd in lib.commands
-	lib.program_in(cmd.program, lib.cfg.remote_sync_programs)
+	cmd.program in lib.cfg.remote_sync_programs
 	some operand in lib.operands(cmd)
 	regex.match(`^[^/:]+:`, operand)
 }
@@ -40,8 +40,7 @@ reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
 reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
 	some cmd in lib.commands
 	cmd.program == "git"
-	some phrase in lib.cfg.git_network_subcommands
-	lib.invokes(lib.operands(cmd), phrase)
+	lib.invokes(lib.operands(cmd), lib.cfg.git_network_subcommands)
 }
 
 # METADATA

@@ -68,26 +68,26 @@ valid_script if {
 	is_array(input.script.functions)
 }
 
+# command_fields are the fields of a command the rules read.
+command_fields := {"argv", "raw", "program", "args", "flags", "wrappers", "redirects", "assignments", "origin", "pipeline", "pipeline_len"}
+
+# well_formed is true for a command with every field of command_fields, none
+# of them null, and a program. (avfs builds inputs from typed Go values, so
+# the types are right; this guards hand-written documents.)
 well_formed(cmd) if {
+	fields := object.filter(cmd, command_fields)
+	count(fields) == count(command_fields)
+	not null in fields
 	is_string(cmd.program)
 	cmd.program != ""
-	is_string(cmd.raw)
-	is_string(cmd.origin)
-	is_array(cmd.argv)
 	count(cmd.argv) > 0
-	is_array(cmd.args)
-	is_array(cmd.flags)
-	is_array(cmd.wrappers)
-	is_array(cmd.redirects)
-	is_object(cmd.assignments)
-	is_number(cmd.pipeline)
-	is_number(cmd.pipeline_len)
 }
 
 # program_in is true when the program, or its base name, is in list. The
 # base name drops what follows a dot and trailing digits, so "python3.12",
-# "pip3" and "mkfs.ext4" are found as python, pip and mkfs. Use it for lists
-# that restrict; read-only programs are matched exactly.
+# "pip3" and "mkfs.ext4" are found as python, pip and mkfs. It is used for
+# privileged programs, interpreters and package managers, whose names carry
+# versions; the other lists are matched exactly.
 program_in(program, list) if program in list
 
 program_in(program, list) if program_base(program) in list
@@ -105,44 +105,46 @@ operands(cmd) := [a |
 
 option_value(cmd, i) if cmd.args[i - 1] in object.get(cfg.options_with_value, cmd.program, [])
 
-# invokes is true when the operands start with the words of phrase:
-# "pip install" matches ["pip", "install", "x"]. The phrase "" matches a bare
-# command (no operands) and "*" any invocation.
-invokes(_, "*")
+# invokes is true when the operands start with one of the phrases, of one
+# or two words: "pip install" matches ["pip", "install", "x"]. The phrase ""
+# matches a bare command (no operands) and "*" any invocation.
+invokes(_, phrases) if "*" in phrases
 
-invokes(ops, "") if count(ops) == 0
-
-invokes(ops, phrase) if {
-	not phrase in {"", "*"}
-	words := split(phrase, " ")
-	array.slice(ops, 0, count(words)) == words
+invokes(ops, phrases) if {
+	count(ops) == 0
+	"" in phrases
 }
+
+invokes(ops, phrases) if ops[0] in phrases
+
+invokes(ops, phrases) if concat(" ", array.slice(ops, 0, 2)) in phrases
 
 # package_invocations are the commands that run a package manager with one
 # of the subcommands cfg.package_subcommands lists for it, directly or as a
 # module of an interpreter ("python -m pip install x").
 package_invocations contains cmd.raw if {
 	some cmd in commands
-	some phrase in package_phrases(cmd.program)
-	invokes(operands(cmd), phrase)
+	phrases := package_phrases(cmd.program)
+	invokes(operands(cmd), phrases)
 }
 
 package_invocations contains cmd.raw if {
 	some cmd in commands
 	program_in(cmd.program, cfg.interpreters)
 	some i, "-m" in cmd.args
-	some phrase in package_phrases(cmd.args[i + 1])
-	invokes([a | some a in array.slice(cmd.args, i + 2, count(cmd.args)); not startswith(a, "-")], phrase)
+	phrases := package_phrases(cmd.args[i + 1])
+	invokes([a | some a in array.slice(cmd.args, i + 2, count(cmd.args)); not startswith(a, "-")], phrases)
 }
 
-# package_phrases are the subcommand phrases cfg.package_subcommands lists
+# package_phrases are the subcommand phrases (one or two words, "" or "*")
+# that cfg.package_subcommands lists
 # for a program, or for its base name (pip3.12 is pip).
 package_phrases(program) := phrases if {
 	phrases := cfg.package_subcommands[program]
 } else := cfg.package_subcommands[program_base(program)]
 
 # network is true for a program that talks to the network whatever its arguments.
-network(cmd) if program_in(cmd.program, cfg.network_programs)
+network(cmd) if cmd.program in cfg.network_programs
 
 # privileged is true when the program or any wrapper around it (sudo, doas …)
 # changes privileges or administers the host.
@@ -176,7 +178,7 @@ device(path) if {
 # be a carrier, so a nested "sh -c $X" is never taken as harmless.
 carrier(0, cmd) if {
 	cmd.origin == "argv"
-	program_in(cmd.program, cfg.shells)
+	cmd.program in cfg.shells
 	"-c" in cmd.flags
 	input.script.parse_error == ""
 }
@@ -184,7 +186,7 @@ carrier(0, cmd) if {
 # runs_code is true for a program that executes code given to it: shells
 # (other than the carrier), interpreters and eval-like builtins.
 runs_code(i, cmd) if {
-	program_in(cmd.program, cfg.shells)
+	cmd.program in cfg.shells
 	not carrier(i, cmd)
 }
 
