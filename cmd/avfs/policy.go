@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -288,8 +289,8 @@ func policyTestCommand(e *env) *cli.Command {
 and data.yaml files in them are loaded too) together with the default bundle
 embedded in avfs, unless --no-default-bundle. Without PATH only the default
 bundle is loaded, which has no tests. Prints one PASS or FAIL line a test and
-exits 2 when a test fails. --coverage reports the coverage of the non-test
-modules.`,
+exits 2 when a test fails. --coverage reports the coverage of the policy
+(non-test) files given, or of the default bundle when only tests are given.`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "coverage", Usage: "report which lines of the policy the tests cover"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print print() output and the trace of failing tests"},
@@ -343,7 +344,15 @@ func runPolicyTests(ctx context.Context, paths []string, opts testOptions) (test
 		}
 	}
 	modules := loaded.ParsedModules()
-	covered := maps.Clone(modules) // the modules whose coverage is reported
+	// Coverage is reported for the policy modules of paths, or for the
+	// default bundle when paths hold only tests.
+	covered := map[string]*ast.Module{}
+	for name, m := range modules {
+		if !strings.HasSuffix(name, "_test.rego") {
+			covered[name] = m
+		}
+	}
+	coverDefault := len(covered) == 0
 	runner := tester.NewRunner().
 		SetModules(modules).
 		CapturePrintOutput(true).
@@ -357,8 +366,10 @@ func runPolicyTests(ctx context.Context, paths []string, opts testOptions) (test
 			return res, err
 		}
 		runner.SetBundles(map[string]*bundle.Bundle{bundles.DefaultName: def.Bundle})
-		for _, m := range def.Bundle.Modules {
-			covered[m.Path] = m.Parsed
+		if coverDefault {
+			for _, m := range def.Bundle.Modules {
+				covered[m.Path] = m.Parsed
+			}
 		}
 	}
 	var cov *cover.Cover
@@ -429,7 +440,8 @@ func coverageOf(cov *cover.Cover, modules map[string]*ast.Module) *coverageTotal
 		}
 	}
 	report := cov.Report(policy)
-	out := &coverageTotal{Percent: report.Coverage, Files: map[string]coverageFile{}}
+	out := &coverageTotal{Percent: 100, Files: map[string]coverageFile{}}
+	covered, notCovered := 0, 0
 	for file := range policy {
 		fr := report.Files[file]
 		if fr == nil {
@@ -444,6 +456,10 @@ func coverageOf(cov *cover.Cover, modules map[string]*ast.Module) *coverageTotal
 		slices.Sort(cf.NotCoveredLines)
 		cf.NotCoveredLines = slices.Compact(cf.NotCoveredLines)
 		out.Files[file] = cf
+		covered, notCovered = covered+fr.CoveredLines, notCovered+fr.NotCoveredLines
+	}
+	if covered+notCovered > 0 {
+		out.Percent = math.Round(10000*float64(covered)/float64(covered+notCovered)) / 100
 	}
 	return out
 }

@@ -254,6 +254,12 @@ func TestPolicyTest(t *testing.T) {
 		t.Errorf("coverage of the default bundle = %v", cov["percent"])
 	}
 
+	// An extension bundle tested with the default bundle, as docs/policy.md shows.
+	doc, code = avfsJSON(t, nil, "policy", "test", "--coverage", filepath.Join(testdataPolicy, "ext"), filepath.Join(testdataPolicy, "ext-tests"))
+	if cov, _ := doc["coverage"].(map[string]any); code != 0 || doc["passed"] != float64(4) || cov["percent"] != float64(100) {
+		t.Errorf("extension tests: exit %d, %v", code, doc)
+	}
+
 	failing := t.TempDir()
 	src := "package x_test\n\ntest_fails if {\n\tdata.avfs.decision.decision == \"deny\" with input as {}\n\t1 == 2\n}\n\ntest_passes if true\n"
 	if err := os.WriteFile(filepath.Join(failing, "x_test.rego"), []byte(src), 0o644); err != nil {
