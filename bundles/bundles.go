@@ -154,11 +154,14 @@ func LoadPath(path string, key []byte) (*Bundle, error) {
 	b, err := read(path, vc)
 	if err != nil {
 		if vc != nil {
-			// Tell a bad signature from a bad bundle: the same bundle
-			// read without verification loads.
-			if _, err2 := read(path, nil); err2 == nil {
+			// Tell a bad signature from a bad bundle: read it again
+			// without verification. If that loads, the signature is
+			// wrong; if not, report what is wrong with the content.
+			_, err2 := read(path, nil)
+			if err2 == nil {
 				return nil, wire.Errorf(wire.CodeSignatureInvalid, "verify bundle %s: %w", path, err).With("bundle", path)
 			}
+			err = err2
 		}
 		return nil, invalid(path, err)
 	}
