@@ -23,6 +23,11 @@ var internalVar = regexp.MustCompile(`^(__local\d+__|_term_\d+_\d+)$`)
 // leading to them, ExplainFails the failed expressions and the queries
 // leading to them, ExplainFull everything but unification steps.
 func Trace(events []*topdown.Event, mode string) []wire.TraceEvent {
+	// Depths come from the whole trace, before filtering drops parents.
+	depths := map[uint64]int{}
+	for _, ev := range events {
+		depth(depths, ev)
+	}
 	switch mode {
 	case ExplainNotes:
 		events = lineage.Notes(events)
@@ -31,7 +36,6 @@ func Trace(events []*topdown.Event, mode string) []wire.TraceEvent {
 	default:
 		events = lineage.Full(events)
 	}
-	depths := map[uint64]int{}
 	out := make([]wire.TraceEvent, 0, len(events))
 	for _, ev := range events {
 		out = append(out, convertEvent(ev, depth(depths, ev)))
