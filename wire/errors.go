@@ -34,6 +34,9 @@ const (
 	CodeApprovalNotFound   Code = "approval_not_found"    // no approval with that id
 	CodeApprovalRejected   Code = "approval_rejected"     // the approval does not allow this run (pending, denied, used, expired, another command, bad grant)
 	CodeApproverKey        Code = "approver_key_required" // granting needs the approver secret, which was not given or is wrong
+	CodeBundleInvalid      Code = "bundle_invalid"        // a policy bundle cannot be loaded: bad Rego, wrong layout, missing entrypoint, overlapping roots
+	CodeSignatureInvalid   Code = "signature_invalid"     // a bundle's signature is missing, malformed, or does not verify
+	CodePolicyError        Code = "policy_error"          // the policy could not be evaluated (avfs policy eval/test); proxy exec fails closed instead
 	CodeInternal           Code = "internal"              // a bug or an unexpected storage failure
 )
 

@@ -8,6 +8,7 @@ func commands(e *env) []*cli.Command {
 		versionCommand(e),
 		vaultCommand(e),
 		checkpointCommand(e),
+		policyCommand(e),
 	}
 	cmds = append(cmds, filesCommands(e)...)
 	cmds = append(cmds, historyCommands(e)...)

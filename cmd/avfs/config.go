@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"avfs/wire"
+)
+
+// config is $AVFS_HOME/config.json, or the file AVFS_CONFIG names. Every
+// section is optional; unknown sections are ignored so that older binaries
+// read newer files.
+type config struct {
+	Policy policyConfig `json:"policy"`
+}
+
+// policyConfig is the "policy" section.
+type policyConfig struct {
+	// Bundles are loaded after $AVFS_HOME/policy and before --bundle flags.
+	// Relative paths are relative to the directory of the config file.
+	Bundles []string `json:"bundles"`
+	// VerificationKey is the default of --verification-key (a PEM public
+	// key file or an HMAC secret); relative file paths as for Bundles.
+	VerificationKey string `json:"verification_key"`
+	// NoDefaultBundle is the default of --no-default-bundle.
+	NoDefaultBundle bool `json:"no_default_bundle"`
+}
+
+// configPath is AVFS_CONFIG, else $AVFS_HOME/config.json.
+func configPath(home string) string {
+	if p := os.Getenv("AVFS_CONFIG"); p != "" {
+		return p
+	}
+	return filepath.Join(home, "config.json")
+}
+
+// loadConfig reads the config file; a missing file is an empty config.
+func loadConfig(home string) (config, error) {
+	var cfg config
+	path := configPath(home)
+	bs, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return cfg, nil
+	}
+	if err != nil {
+		return cfg, wire.Errorf(wire.CodeInvalidInput, "read config %s: %w", path, err).With("path", path)
+	}
+	if err := json.Unmarshal(bs, &cfg); err != nil {
+		return cfg, wire.Errorf(wire.CodeInvalidInput, "read config %s: %w", path, err).With("path", path)
+	}
+	dir := filepath.Dir(path)
+	for i, b := range cfg.Policy.Bundles {
+		cfg.Policy.Bundles[i] = relativeTo(dir, b)
+	}
+	if k := cfg.Policy.VerificationKey; k != "" {
+		// A key that names an existing file, relative to the config file,
+		// is that file; anything else stays as written (an HMAC secret).
+		if p := relativeTo(dir, k); fileExists(p) {
+			cfg.Policy.VerificationKey = p
+		}
+	}
+	return cfg, nil
+}
+
+func relativeTo(dir, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(dir, p)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

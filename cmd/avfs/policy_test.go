@@ -1,0 +1,281 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// avfsBin is the binary under test: AVFS_BIN, else one built for the tests.
+var avfsBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	avfsBin = os.Getenv("AVFS_BIN")
+	if avfsBin == "" {
+		dir, err := os.MkdirTemp("", "avfs-test-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		avfsBin = filepath.Join(dir, "avfs")
+		out, err := exec.Command("go", "build", "-o", avfsBin, ".").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build avfs: %v\n%s", err, out)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// testdataPolicy is the engine's policy test data.
+var testdataPolicy = filepath.Join("..", "..", "engine", "testdata", "policy")
+
+// avfs runs the binary with a fresh AVFS_HOME (unless env sets one) and
+// returns stdout, stderr and the exit status.
+func avfs(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(avfsBin, args...)
+	cmd.Env = append(os.Environ(), "AVFS_HOME="+t.TempDir(), "AVFS_CONFIG=")
+	cmd.Env = append(cmd.Env, env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// avfsJSON runs the binary with --json and decodes the one document it prints.
+func avfsJSON(t *testing.T, env []string, args ...string) (map[string]any, int) {
+	t.Helper()
+	stdout, stderr, code := avfs(t, env, append([]string{"--json"}, args...)...)
+	var doc map[string]any
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("avfs %v: not one JSON document (%v)\nstdout: %s\nstderr: %s", args, err, stdout, stderr)
+	}
+	if dec.More() {
+		t.Fatalf("avfs %v printed more than one document: %s", args, stdout)
+	}
+	return doc, code
+}
+
+func reasonIDs(doc map[string]any) []string {
+	var ids []string
+	list, _ := doc["reasons"].([]any)
+	for _, r := range list {
+		m, _ := r.(map[string]any)
+		id, _ := m["id"].(string)
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func TestPolicyEvalDecisions(t *testing.T) {
+	tests := []struct {
+		argv     []string
+		decision string
+		reason   string
+	}{
+		{[]string{"ls", "-la"}, "allow", "avfs.allow.read_only"},
+		{[]string{"rm", "-rf", "build"}, "allow_with_checkpoint", "avfs.checkpoint.changes"},
+		{[]string{"curl", "https://example.com"}, "require_approval", "avfs.approval.network"},
+		{[]string{"git", "push", "origin", "main"}, "require_approval", "avfs.approval.git_remote"},
+		{[]string{"sudo", "reboot"}, "deny", "avfs.deny.privileged"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.argv, " "), func(t *testing.T) {
+			doc, code := avfsJSON(t, nil, append([]string{"policy", "eval", "--"}, tt.argv...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %v", code, doc)
+			}
+			if doc["decision"] != tt.decision || !slices.Contains(reasonIDs(doc), tt.reason) {
+				t.Errorf("got %v %v, want %s with %s", doc["decision"], reasonIDs(doc), tt.decision, tt.reason)
+			}
+			bundles, _ := doc["bundles"].([]any)
+			if len(bundles) != 1 || bundles[0].(map[string]any)["name"] != "default" {
+				t.Errorf("bundles = %v", doc["bundles"])
+			}
+			if _, ok := doc["eval_us"].(float64); !ok {
+				t.Errorf("eval_us = %v", doc["eval_us"])
+			}
+			for _, k := range []string{"input", "trace"} {
+				if _, ok := doc[k]; ok {
+					t.Errorf("%s printed without being asked for", k)
+				}
+			}
+		})
+	}
+}
+
+func TestPolicyEvalInputAndExplain(t *testing.T) {
+	doc, code := avfsJSON(t, nil, "policy", "eval", "--input", "--explain", "full", "--cwd", "/src", "--", "rm", "-rf", "x")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	in, _ := doc["input"].(map[string]any)
+	cmd, _ := in["command"].(map[string]any)
+	if cmd["program"] != "rm" || in["cwd"] != "/src" {
+		t.Errorf("input = %v", in)
+	}
+	trace, _ := doc["trace"].([]any)
+	if len(trace) == 0 {
+		t.Fatal("no trace")
+	}
+	located := 0
+	for _, ev := range trace {
+		m := ev.(map[string]any)
+		if loc, ok := m["location"].(map[string]any); ok && strings.HasPrefix(fmt.Sprint(loc["file"]), "policies/") {
+			located++
+		}
+		if strings.Contains(fmt.Sprint(m), "__local") {
+			t.Fatalf("compiler temporary in %v", m)
+		}
+	}
+	if located == 0 {
+		t.Error("no trace event located in policies/")
+	}
+
+	// People get the same in text.
+	stdout, _, code := avfs(t, nil, "policy", "eval", "--explain", "notes", "--", "ls")
+	if code != 0 || !strings.Contains(stdout, "decision: allow") || !strings.Contains(stdout, "avfs.allow.read_only") {
+		t.Errorf("exit %d:\n%s", code, stdout)
+	}
+}
+
+func TestPolicyEvalUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"policy", "eval"},
+		{"policy", "eval", "--shell", "ls", "--", "ls"},
+		{"policy", "eval", "--explain", "everything", "--", "ls"},
+	} {
+		doc, code := avfsJSON(t, nil, args...)
+		errObj, _ := doc["error"].(map[string]any)
+		if code != 2 || errObj["code"] != "usage" {
+			t.Errorf("avfs %v: exit %d, %v; want a usage error", args, code, doc)
+		}
+	}
+}
+
+func TestPolicyEvalBrokenBundle(t *testing.T) {
+	doc, code := avfsJSON(t, nil, "policy", "eval", "--no-default-bundle", "--bundle", filepath.Join(testdataPolicy, "broken", "syntax"), "--", "ls")
+	errObj, _ := doc["error"].(map[string]any)
+	if code != 1 || errObj["code"] != "bundle_invalid" {
+		t.Fatalf("exit %d, %v; want bundle_invalid", code, doc)
+	}
+	if file, _ := errObj["file"].(string); !strings.HasSuffix(file, "broken/syntax/policy.rego") || errObj["row"] != float64(5) {
+		t.Errorf("error %v does not name the file and line", errObj)
+	}
+	_, stderr, code := avfs(t, nil, "policy", "eval", "--bundle", filepath.Join(testdataPolicy, "overlap"), "--", "ls")
+	if code != 1 || !strings.Contains(stderr, "overlap") {
+		t.Errorf("overlapping roots: exit %d, %s", code, stderr)
+	}
+	doc, code = avfsJSON(t, nil, "policy", "eval", "--bundle", filepath.Join(testdataPolicy, "ext.tar.gz"),
+		"--verification-key", filepath.Join(testdataPolicy, "keys", "es256.pub.pem"), "--", "ls")
+	if errObj, _ := doc["error"].(map[string]any); code != 1 || errObj["code"] != "signature_invalid" {
+		t.Errorf("unsigned bundle with a key: exit %d, %v", code, doc)
+	}
+}
+
+func TestPolicyBundlesFromConfigAndHome(t *testing.T) {
+	ext, err := filepath.Abs(filepath.Join(testdataPolicy, "ext-signed.tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := filepath.Abs(filepath.Join(testdataPolicy, "keys", "es256.pub.pem"))
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.json")
+	bs, _ := json.Marshal(map[string]any{"policy": map[string]any{"bundles": []string{ext}, "verification_key": key}, "later": map[string]any{}})
+	if err := os.WriteFile(cfg, bs, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doc, code := avfsJSON(t, []string{"AVFS_CONFIG=" + cfg}, "policy", "eval", "--", "make", "deploy")
+	if code != 0 || doc["decision"] != "require_approval" || !slices.Contains(reasonIDs(doc), "acme.approval.deploy") {
+		t.Errorf("config bundle: exit %d, %v", code, doc)
+	}
+
+	home := t.TempDir()
+	if err := os.CopyFS(filepath.Join(home, "policy"), os.DirFS(filepath.Join(testdataPolicy, "ext"))); err != nil {
+		t.Fatal(err)
+	}
+	doc, code = avfsJSON(t, []string{"AVFS_HOME=" + home}, "policy", "inspect")
+	bundles, _ := doc["bundles"].([]any)
+	if code != 0 || len(bundles) != 2 || bundles[1].(map[string]any)["name"] != filepath.Join(home, "policy") {
+		t.Errorf("home policy dir: exit %d, %v", code, doc["bundles"])
+	}
+}
+
+func TestPolicyInspect(t *testing.T) {
+	doc, code := avfsJSON(t, nil, "policy", "inspect")
+	if code != 0 {
+		t.Fatalf("exit %d: %v", code, doc)
+	}
+	bundles, _ := doc["bundles"].([]any)
+	if len(bundles) != 1 || bundles[0].(map[string]any)["revision"] == "" {
+		t.Errorf("bundles = %v", doc["bundles"])
+	}
+	ids := map[string]string{}
+	for _, r := range doc["rules"].([]any) {
+		m := r.(map[string]any)
+		ids[m["id"].(string)] = m["title"].(string)
+	}
+	for _, id := range []string{"avfs.deny.privileged", "avfs.approval.network", "avfs.allow.read_only", "avfs.checkpoint.changes"} {
+		if ids[id] == "" {
+			t.Errorf("rule %s missing from %v", id, ids)
+		}
+	}
+}
+
+func TestPolicyTest(t *testing.T) {
+	tests := filepath.Join("..", "..", "tests", "rego")
+	doc, code := avfsJSON(t, nil, "policy", "test", tests, "--coverage")
+	if code != 0 || doc["failed"] != float64(0) || doc["passed"].(float64) < 10 {
+		t.Fatalf("exit %d: passed %v failed %v errors %v", code, doc["passed"], doc["failed"], doc["errors"])
+	}
+	if cov, _ := doc["coverage"].(map[string]any); cov["percent"] != float64(100) {
+		t.Errorf("coverage of the default bundle = %v", cov["percent"])
+	}
+
+	// An extension bundle tested with the default bundle, as docs/policy.md shows.
+	doc, code = avfsJSON(t, nil, "policy", "test", "--coverage", filepath.Join(testdataPolicy, "ext"), filepath.Join(testdataPolicy, "ext-tests"))
+	if cov, _ := doc["coverage"].(map[string]any); code != 0 || doc["passed"] != float64(4) || cov["percent"] != float64(100) {
+		t.Errorf("extension tests: exit %d, %v", code, doc)
+	}
+
+	failing := t.TempDir()
+	src := "package x_test\n\ntest_fails if {\n\tdata.avfs.decision.decision == \"deny\" with input as {}\n\t1 == 2\n}\n\ntest_passes if true\n"
+	if err := os.WriteFile(filepath.Join(failing, "x_test.rego"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, code := avfs(t, nil, "policy", "test", failing)
+	if code != 2 || !strings.Contains(stdout, "FAIL  data.x_test.test_fails") || !strings.Contains(stdout, "PASS  data.x_test.test_passes") ||
+		!strings.Contains(stdout, "1 passed, 1 failed") {
+		t.Errorf("exit %d:\n%s", code, stdout)
+	}
+	doc, code = avfsJSON(t, nil, "policy", "test", failing, "--run", "passes")
+	if code != 0 || doc["passed"] != float64(1) || len(doc["tests"].([]any)) != 1 {
+		t.Errorf("--run: exit %d, %v", code, doc)
+	}
+	_, _, code = avfs(t, nil, "policy", "test", filepath.Join(testdataPolicy, "broken", "syntax"))
+	if code != 1 {
+		t.Errorf("broken test file: exit %d, want 1", code)
+	}
+}

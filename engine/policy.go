@@ -1,0 +1,313 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
+
+	"avfs/bundles"
+	"avfs/wire"
+)
+
+// Entrypoint is the Rego document avfs evaluates. It must be an object
+// {"decision": D, "reasons": [{"id", "message", "decision"}, …]}.
+const Entrypoint = "data.avfs.decision"
+
+// Reason ids the engine itself gives.
+const (
+	// ReasonFailClosed is given with deny when the policy cannot decide:
+	// evaluation failed, the decision is undefined or not one of the four.
+	ReasonFailClosed = "avfs.engine.fail_closed"
+	// ReasonRaised is given when the policy's decision was lower than one of
+	// its own reasons and the engine raised it to the highest.
+	ReasonRaised = "avfs.engine.raised"
+)
+
+// Explain modes of DecideOptions.
+const (
+	ExplainOff   = ""      // no trace (the default, and the fast path)
+	ExplainNotes = "notes" // only trace() notes, with the queries leading to them
+	ExplainFails = "fails" // the expressions that failed, with the queries leading to them
+	ExplainFull  = "full"  // every step
+)
+
+// Policy is the compiled policy: the entrypoint query prepared once from a
+// set of bundles. It is safe for concurrent use.
+type Policy struct {
+	query   rego.PreparedEvalQuery
+	bundles []wire.BundleInfo
+}
+
+// DecideOptions tune one decision.
+type DecideOptions struct {
+	// Explain attaches a trace of the evaluation to the result: one of
+	// ExplainOff, ExplainNotes, ExplainFails, ExplainFull. Tracing is slow.
+	Explain string
+}
+
+// NewPolicy compiles the bundles of set together and prepares the
+// entrypoint. Compile errors are bundle_invalid with the file and line; a
+// set whose bundles do not define data.avfs.decision is bundle_invalid too.
+func NewPolicy(ctx context.Context, set *bundles.Set) (*Policy, error) {
+	names := make([]string, 0, len(set.Bundles))
+	for _, b := range set.Bundles {
+		names = append(names, b.Name)
+	}
+	compiler := ast.NewCompiler()
+	opts := []func(*rego.Rego){
+		rego.Query(Entrypoint),
+		rego.Compiler(compiler),
+		rego.SetRegoVersion(ast.RegoV1),
+		// Keep data as AST values: reading data.avfs.config then costs
+		// nothing per evaluation instead of a conversion of the lists.
+		rego.StoreReadAST(true),
+		// A builtin error is an evaluation error, so the decision fails
+		// closed, instead of silently making a rule undefined.
+		rego.StrictBuiltinErrors(true),
+	}
+	for _, b := range set.Bundles {
+		opts = append(opts, rego.ParsedBundle(b.Name, b.Bundle))
+	}
+	pq, err := rego.New(opts...).PrepareForEval(ctx)
+	if err != nil {
+		e := wire.Errorf(wire.CodeBundleInvalid, "compile policy from bundles %s: %w", strings.Join(names, ", "), err).
+			With("bundles", names)
+		if loc := bundles.Location(err); loc != nil {
+			e.With("file", loc.File).With("row", loc.Row).With("col", loc.Col)
+		}
+		return nil, e
+	}
+	ref := ast.MustParseRef(Entrypoint)
+	if len(compiler.GetRulesExact(ref)) == 0 {
+		return nil, wire.Errorf(wire.CodeBundleInvalid,
+			"no rule defines the entrypoint %s in bundles %s (it must be a rule in package avfs)", Entrypoint, strings.Join(names, ", ")).
+			With("bundles", names)
+	}
+	return &Policy{query: pq, bundles: set.Infos()}, nil
+}
+
+// Bundles describes the bundles the policy was compiled from.
+func (p *Policy) Bundles() []wire.BundleInfo { return slices.Clone(p.bundles) }
+
+// Decide evaluates the policy for one input. It fails closed: when the
+// policy errs, is undefined, or answers something outside the four
+// decisions, the result is deny with a reason saying why, and err is nil.
+// err is only for a bad call (an unknown explain mode).
+func (p *Policy) Decide(ctx context.Context, in *wire.Input, opts DecideOptions) (res wire.PolicyResult, err error) {
+	res = wire.PolicyResult{Bundles: p.Bundles(), Reasons: []wire.Reason{}}
+	switch opts.Explain {
+	case ExplainOff, ExplainNotes, ExplainFails, ExplainFull:
+	default:
+		return res, wire.Errorf(wire.CodeInvalidInput, "unknown explain mode %q (want notes, fails or full)", opts.Explain)
+	}
+	start := time.Now()
+	defer func() { res.EvalUS = max(time.Since(start).Microseconds(), 1) }()
+	if in == nil {
+		return failClosed(res, "there is no input document"), nil
+	}
+	if err := ctx.Err(); err != nil {
+		return failClosed(res, fmt.Sprintf("policy evaluation failed: %v", err)), nil
+	}
+	evalOpts := []rego.EvalOption{rego.EvalParsedInput(InputValue(in))}
+	var tracer *topdown.BufferTracer
+	if opts.Explain != ExplainOff {
+		tracer = topdown.NewBufferTracer()
+		evalOpts = append(evalOpts, rego.EvalQueryTracer(tracer))
+	}
+	rs, err := p.query.Eval(ctx, evalOpts...)
+	if tracer != nil {
+		res.Trace = Trace(*tracer, opts.Explain)
+	}
+	if err != nil {
+		return failClosed(res, fmt.Sprintf("policy evaluation failed: %v", err)), nil
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return failClosed(res, "the policy decision "+Entrypoint+" is undefined"), nil
+	}
+	decision, reasons, problem := parseResult(rs[0].Expressions[0].Value)
+	if problem != "" {
+		return failClosed(res, problem), nil
+	}
+	res.Decision, res.Reasons = decision, reasons
+	levels := []wire.Decision{decision}
+	for _, r := range reasons {
+		levels = append(levels, r.Decision)
+	}
+	if top := wire.Join(levels...); top != decision {
+		res.Decision = top
+		res.Reasons = append(res.Reasons, wire.Reason{ID: ReasonRaised, Decision: top,
+			Message: fmt.Sprintf("the policy decided %s but one of its reasons is %s; the highest wins", decision, top)})
+	}
+	sortReasons(res.Reasons)
+	return res, nil
+}
+
+// failClosed turns res into a deny saying why.
+func failClosed(res wire.PolicyResult, why string) wire.PolicyResult {
+	res.Decision = wire.Deny
+	res.Reasons = append(res.Reasons[:0], wire.Reason{ID: ReasonFailClosed, Decision: wire.Deny,
+		Message: "denied because the policy could not decide: " + why})
+	return res
+}
+
+// parseResult checks the entrypoint's value; problem says what is wrong with it.
+func parseResult(v any) (decision wire.Decision, reasons []wire.Reason, problem string) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return "", nil, fmt.Sprintf("%s is %s, not an object", Entrypoint, describe(v))
+	}
+	s, ok := obj["decision"].(string)
+	if !ok || !wire.Decision(s).Valid() {
+		return "", nil, fmt.Sprintf("%s.decision is %s, not one of allow, allow_with_checkpoint, require_approval, deny", Entrypoint, describe(obj["decision"]))
+	}
+	list, ok := obj["reasons"].([]any)
+	if !ok && obj["reasons"] != nil {
+		return "", nil, fmt.Sprintf("%s.reasons is %s, not an array", Entrypoint, describe(obj["reasons"]))
+	}
+	reasons = make([]wire.Reason, 0, len(list))
+	for i, item := range list {
+		m, _ := item.(map[string]any)
+		id, _ := m["id"].(string)
+		msg, _ := m["message"].(string)
+		d, _ := m["decision"].(string)
+		if m == nil || id == "" || !wire.Decision(d).Valid() {
+			return "", nil, fmt.Sprintf("%s.reasons[%d] is %s, not {id, message, decision} with one of the four decisions", Entrypoint, i, describe(item))
+		}
+		reasons = append(reasons, wire.Reason{ID: id, Message: msg, Decision: wire.Decision(d)})
+	}
+	return wire.Decision(s), reasons, ""
+}
+
+// describe shows a policy value in an error message.
+func describe(v any) string {
+	if v == nil {
+		return "missing or null"
+	}
+	s := fmt.Sprintf("%v", v)
+	if str, ok := v.(string); ok {
+		s = strconv.Quote(str)
+	}
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
+}
+
+// sortReasons orders reasons from the highest decision down, then by id and message.
+func sortReasons(rs []wire.Reason) {
+	slices.SortStableFunc(rs, func(a, b wire.Reason) int {
+		return cmp.Or(cmp.Compare(b.Decision.Rank(), a.Decision.Rank()), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Message, b.Message))
+	})
+}
+
+// InputValue converts the input document to the Rego value the policy
+// sees. It follows the JSON form of wire.Input (json tags, omitempty)
+// without a JSON round trip, except that nil slices and maps become [] and
+// {}: the policy never sees null where the schema has a list.
+func InputValue(in *wire.Input) ast.Value {
+	return toTerm(reflect.ValueOf(in)).Value
+}
+
+// toTerm converts a Go value to a Rego term, sharing the interned terms of
+// OPA (booleans, small numbers, common strings, empty collections) and the
+// key terms of struct fields. Terms are never modified by evaluation.
+func toTerm(v reflect.Value) *ast.Term {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return ast.InternedNullTerm
+		}
+		return toTerm(v.Elem())
+	case reflect.String:
+		return ast.InternedTerm(v.String())
+	case reflect.Bool:
+		return ast.InternedTerm(v.Bool())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return ast.InternedTerm(v.Int())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return ast.NewTerm(ast.Number(strconv.FormatUint(v.Uint(), 10)))
+	case reflect.Float32, reflect.Float64:
+		return ast.NewTerm(ast.Number(strconv.FormatFloat(v.Float(), 'g', -1, 64)))
+	case reflect.Slice, reflect.Array:
+		n := v.Len()
+		if n == 0 {
+			return ast.InternedEmptyArray
+		}
+		terms := make([]*ast.Term, n)
+		for i := range terms {
+			terms[i] = toTerm(v.Index(i))
+		}
+		return ast.ArrayTerm(terms...)
+	case reflect.Map:
+		if v.Len() == 0 {
+			return ast.InternedEmptyObject
+		}
+		obj := ast.NewObjectWithCapacity(v.Len())
+		iter := v.MapRange()
+		for iter.Next() {
+			obj.Insert(ast.InternedTerm(fmt.Sprint(iter.Key().Interface())), toTerm(iter.Value()))
+		}
+		return ast.NewTerm(obj)
+	case reflect.Struct:
+		fields := structFields(v.Type())
+		obj := ast.NewObjectWithCapacity(len(fields))
+		for _, f := range fields {
+			fv := v.Field(f.index)
+			if f.omitEmpty && fv.IsZero() {
+				continue
+			}
+			obj.Insert(f.key, toTerm(fv))
+		}
+		return ast.NewTerm(obj)
+	}
+	return ast.InternedNullTerm
+}
+
+type field struct {
+	key       *ast.Term // the JSON name, shared by every value of the type
+	index     int
+	omitEmpty bool
+}
+
+var fieldCache sync.Map // reflect.Type -> []field
+
+// structFields are the JSON fields of a struct type, as encoding/json names them.
+func structFields(t reflect.Type) []field {
+	if fs, ok := fieldCache.Load(t); ok {
+		return fs.([]field)
+	}
+	var fs []field
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		tag := sf.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = sf.Name
+		}
+		fs = append(fs, field{key: ast.StringTerm(name), index: i, omitEmpty: slices.Contains(strings.Split(opts, ","), "omitempty")})
+	}
+	fieldCache.Store(t, fs)
+	return fs
+}
+
+// IsFailClosed reports whether a result is a deny the engine gave because
+// the policy could not decide.
+func IsFailClosed(res wire.PolicyResult) bool {
+	return slices.ContainsFunc(res.Reasons, func(r wire.Reason) bool { return r.ID == ReasonFailClosed })
+}

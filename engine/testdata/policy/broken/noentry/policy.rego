@@ -1,0 +1,4 @@
+package avfs
+
+# There is no rule called decision.
+verdict := {"decision": "allow", "reasons": []}

@@ -1,0 +1,5 @@
+package avfs
+
+decision := {"decision": "allow", "reasons": []} if {
+	count(42) > 1
+}

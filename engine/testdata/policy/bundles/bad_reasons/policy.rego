@@ -1,0 +1,3 @@
+package avfs
+
+decision := {"decision": "allow", "reasons": ["not an object"]}

@@ -1,0 +1,3 @@
+package avfs
+
+decision := {"decision": "maybe", "reasons": []}

@@ -1,0 +1,3 @@
+package extensions.nomanifest
+
+reasons := set()

@@ -1,0 +1,3 @@
+package avfs.custom
+
+x := 1

@@ -1,0 +1,56 @@
+# METADATA
+# title: Approval rules
+# description: |
+#   What a person approves first: anything that reaches the network, wherever
+#   it appears (inside sh -c, behind wrappers, by absolute path, via busybox).
+package avfs.rules.approval
+
+import data.avfs.lib
+
+# METADATA
+# title: Network programs need approval
+# description: curl, wget, ssh, scp, nc, gh … (network_programs), whatever their arguments.
+# custom:
+#   id: avfs.approval.network
+#   decision: require_approval
+reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
+	some cmd in lib.commands
+	lib.network(cmd)
+}
+
+# METADATA
+# title: Copying to or from a remote host needs approval
+# description: rsync with a host:path, host::module or rsync:// operand.
+# custom:
+#   id: avfs.approval.remote_sync
+#   decision: require_approval
+reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
+	some cmd in lib.commands
+	cmd.program in lib.cfg.remote_sync_programs
+	some operand in lib.operands(cmd)
+	regex.match(`^[^/:]+:`, operand)
+}
+
+# METADATA
+# title: Git commands that reach a remote need approval
+# description: git clone, fetch, pull, push, ls-remote, submodule update … (git_network_subcommands).
+# custom:
+#   id: avfs.approval.git_remote
+#   decision: require_approval
+reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
+	some cmd in lib.commands
+	cmd.program == "git"
+	lib.invokes(lib.operands(cmd), lib.cfg.git_network_subcommands)
+}
+
+# METADATA
+# title: Installing or publishing packages and images needs approval
+# description: |
+#   npm install, pip install, uv pip install, python -m pip install, cargo
+#   add, go get, gem install, apt, brew, docker pull … (package_subcommands).
+# custom:
+#   id: avfs.approval.packages
+#   decision: require_approval
+reasons contains lib.reason(rego.metadata.rule(), raw) if {
+	some raw in lib.package_invocations
+}

@@ -1,0 +1,130 @@
+# METADATA
+# title: Deny rules
+# description: |
+#   What never runs: privilege changes, raw devices, paths outside the vault,
+#   downloaded code being executed, scripts that cannot be parsed, fork bombs.
+package avfs.rules.deny
+
+import data.avfs.lib
+
+# METADATA
+# title: Input documents that are not well formed are denied
+# description: |
+#   The input must be shaped like wire.Input (every field the rules read
+#   present with its type); what cannot be read cannot be judged.
+# custom:
+#   id: avfs.deny.malformed_input
+#   decision: deny
+reasons contains lib.reason(rego.metadata.rule(), "") if lib.malformed
+
+# METADATA
+# title: Changing privileges or administering the host is denied
+# description: |
+#   Programs in privileged_programs (sudo, su, mount, mkfs*, systemctl …)
+#   are denied whether they run directly, inside a script, or as a wrapper
+#   around another command (sudo ls).
+# custom:
+#   id: avfs.deny.privileged
+#   decision: deny
+reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
+	some cmd in lib.commands
+	lib.privileged(cmd)
+}
+
+# METADATA
+# title: Writing to a raw device is denied
+# description: dd of=/dev/sda, or a redirect into a device, other than the harmless ones (/dev/null …).
+# custom:
+#   id: avfs.deny.raw_device
+#   decision: deny
+reasons contains lib.reason(rego.metadata.rule(), target) if {
+	some target in device_writes
+}
+
+# device_writes are the devices written by dd of=… or by a redirect.
+device_writes contains target if {
+	some cmd in lib.commands
+	cmd.program == "dd"
+	some arg in cmd.args
+	startswith(arg, "of=")
+	target := substring(arg, 3, -1)
+	lib.device(target)
+}
+
+device_writes contains r.target if {
+	some r in lib.redirects
+	lib.write_redirect(r)
+	lib.device(r.target)
+}
+
+# METADATA
+# title: Paths outside the vault are denied
+# description: |
+#   Any path argument or redirect target that resolves outside the vault
+#   (absolute host paths, ~, .. escapes), except host_paths_allowed.
+# custom:
+#   id: avfs.deny.outside_vault
+#   decision: deny
+reasons contains lib.reason(rego.metadata.rule(), p.arg) if {
+	some p in input.paths
+	not lib.allowed_path(p)
+}
+
+# METADATA
+# title: Piping downloaded code into a shell is denied
+# description: curl … | sh, wget -O- … | bash, curl … | python -.
+# custom:
+#   id: avfs.deny.pipe_to_shell
+#   decision: deny
+reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
+	lib.pipes_to_shell
+	some cmd in lib.commands
+	cmd.pipeline_len > 1
+	lib.network(cmd)
+}
+
+# METADATA
+# title: Running downloaded code is denied
+# description: |
+#   A substitution that runs a network program, next to a shell, an
+#   interpreter or eval that would run what it prints: bash <(curl …),
+#   python -c "$(curl …)", eval "$(wget -O- …)".
+# custom:
+#   id: avfs.deny.download_exec
+#   decision: deny
+reasons contains lib.reason(rego.metadata.rule(), runner.raw) if {
+	some net in lib.commands
+	net.origin == "substitution"
+	lib.network(net)
+	some i, runner in lib.commands
+	runner.origin != "substitution"
+	lib.runs_code(i, runner)
+}
+
+# METADATA
+# title: Shell scripts that cannot be parsed are denied
+# description: What cannot be parsed cannot be judged.
+# custom:
+#   id: avfs.deny.unparsable_script
+#   decision: deny
+reasons contains lib.reason(rego.metadata.rule(), input.script.parse_error) if {
+	input.script.parse_error != ""
+}
+
+# METADATA
+# title: Fork bombs are denied
+# description: |
+#   A function defined by the script that is piped into itself, as in
+#   :(){ :|:& };:
+# custom:
+#   id: avfs.deny.fork_bomb
+#   decision: deny
+reasons contains lib.reason(rego.metadata.rule(), name) if {
+	some name in input.script.functions
+	some a in lib.commands
+	a.program == name
+	a.pipeline_len > 1
+	some b in lib.commands
+	b.program == name
+	b.pipeline != a.pipeline
+}

@@ -1,0 +1,299 @@
+# METADATA
+# title: avfs policy library
+# description: |
+#   Helpers shared by the default rules and by extension bundles: the decision
+#   lattice, reasons built from rule metadata, and predicates over the input
+#   document (commands, operands, redirects, paths). The lists they consult
+#   are in data.avfs.config (policies/data.json).
+package avfs.lib
+
+# cfg holds the tunable lists of the default policy.
+cfg := data.avfs.config
+
+# ranks orders the decision lattice: deny > require_approval > allow_with_checkpoint > allow.
+ranks := {"allow": 0, "allow_with_checkpoint": 1, "require_approval": 2, "deny": 3}
+
+# decisions names the ranks.
+decisions := ["allow", "allow_with_checkpoint", "require_approval", "deny"]
+
+# rank is the rank of decision d. Anything outside the lattice ranks as deny:
+# the policy fails closed.
+rank(d) := object.get(ranks, d, 3)
+
+# reason builds a reason from the metadata of the rule that calls it, passed as
+# rego.metadata.rule(): custom.id, custom.decision (deny when missing) and the
+# title, followed by the subject (the command or path concerned) when not "".
+reason(meta, subject) := {
+	"id": object.get(meta, ["custom", "id"], "avfs.unnamed_rule"),
+	"decision": object.get(meta, ["custom", "decision"], "deny"),
+	"message": message(object.get(meta, "title", "unnamed rule"), subject),
+}
+
+message(title, "") := title
+
+message(title, subject) := sprintf("%s: %s", [title, subject]) if subject != ""
+
+# commands is every simple command of the input: input.commands, or the
+# top-level command alone when the list is missing or empty.
+commands := cmds if {
+	cmds := input.commands
+	is_array(cmds)
+	count(cmds) > 0
+} else := [input.command]
+
+# malformed is true when the input is not shaped like wire.Input: a field
+# the rules read is missing or has the wrong type. (Written as "not
+# valid_input" because "not f(x.y)" is undefined, not true, when x.y is.)
+malformed if not valid_input
+
+valid_input if {
+	is_object(input.command)
+	every cmd in commands {
+		well_formed(cmd)
+	}
+	is_array(input.paths)
+	every p in input.paths {
+		is_string(p.path)
+		is_boolean(p.inside_vault)
+	}
+	valid_script
+}
+
+valid_script if input.script == null
+
+valid_script if {
+	is_string(input.script.parse_error)
+	is_boolean(input.script.pipes_to_shell)
+	is_array(input.script.redirects)
+	is_array(input.script.functions)
+}
+
+# command_fields are the fields of a command the rules read.
+command_fields := {"argv", "raw", "program", "args", "flags", "wrappers", "redirects", "assignments", "origin", "pipeline", "pipeline_len"}
+
+# well_formed is true for a command with every field of command_fields, none
+# of them null, and a program. (avfs builds inputs from typed Go values, so
+# the types are right; this guards hand-written documents.)
+well_formed(cmd) if {
+	fields := object.filter(cmd, command_fields)
+	count(fields) == count(command_fields)
+	not null in fields
+	is_string(cmd.program)
+	cmd.program != ""
+	count(cmd.argv) > 0
+}
+
+# program_in is true when the program, or its base name, is in list. The
+# base name drops what follows a dot and trailing digits, so "python3.12",
+# "pip3" and "mkfs.ext4" are found as python, pip and mkfs. It is used for
+# privileged programs, interpreters and package managers, whose names carry
+# versions; the other lists are matched exactly.
+program_in(program, list) if program in list
+
+program_in(program, list) if program_base(program) in list
+
+program_base(program) := trim_right(split(program, ".")[0], "0123456789")
+
+# operands are the words after the program that are neither options nor the
+# values of options listed in cfg.options_with_value ("git -C dir status"
+# gives ["status"]).
+operands(cmd) := [a |
+	some i, a in cmd.args
+	not startswith(a, "-")
+	not option_value(cmd, i)
+]
+
+option_value(cmd, i) if cmd.args[i - 1] in object.get(cfg.options_with_value, cmd.program, [])
+
+# invokes is true when the operands start with one of the phrases, of one
+# or two words: "pip install" matches ["pip", "install", "x"]. The phrase ""
+# matches a bare command (no operands) and "*" any invocation.
+invokes(_, phrases) if "*" in phrases
+
+invokes(ops, phrases) if {
+	count(ops) == 0
+	"" in phrases
+}
+
+invokes(ops, phrases) if ops[0] in phrases
+
+invokes(ops, phrases) if concat(" ", array.slice(ops, 0, 2)) in phrases
+
+# package_invocations are the commands that run a package manager with one
+# of the subcommands cfg.package_subcommands lists for it, directly or as a
+# module of an interpreter ("python -m pip install x").
+package_invocations contains cmd.raw if {
+	some cmd in commands
+	phrases := package_phrases(cmd.program)
+	invokes(operands(cmd), phrases)
+}
+
+package_invocations contains cmd.raw if {
+	some cmd in commands
+	program_in(cmd.program, cfg.interpreters)
+	some i, "-m" in cmd.args
+	phrases := package_phrases(cmd.args[i + 1])
+	invokes([a | some a in array.slice(cmd.args, i + 2, count(cmd.args)); not startswith(a, "-")], phrases)
+}
+
+# package_phrases are the subcommand phrases (one or two words, "" or "*")
+# that cfg.package_subcommands lists
+# for a program, or for its base name (pip3.12 is pip).
+package_phrases(program) := phrases if {
+	phrases := cfg.package_subcommands[program]
+} else := cfg.package_subcommands[program_base(program)]
+
+# network is true for a program that talks to the network whatever its arguments.
+network(cmd) if cmd.program in cfg.network_programs
+
+# privileged is true when the program or any wrapper around it (sudo, doas …)
+# changes privileges or administers the host.
+privileged(cmd) if program_in(cmd.program, cfg.privileged_programs)
+
+privileged(cmd) if {
+	some w in cmd.wrappers
+	program_in(w.name, cfg.privileged_programs)
+}
+
+# allowed_path is true for an entry of input.paths inside the vault or on a
+# harmless device.
+allowed_path(p) if p.inside_vault == true
+
+allowed_path(p) if host_path_allowed(p.path)
+
+# host_path_allowed is true for host paths that are harmless devices (/dev/null …).
+host_path_allowed(path) if path in cfg.host_paths_allowed
+
+host_path_allowed(path) if strings.any_prefix_match(path, cfg.host_path_prefixes_allowed)
+
+# device is true for a path naming a device other than the harmless ones.
+device(path) if {
+	some prefix in cfg.device_prefixes
+	startswith(path, prefix)
+	not host_path_allowed(path)
+}
+
+# carrier is true for the top-level shell whose -c script was parsed into
+# input.script: its own commands are judged instead of it. Only index 0 can
+# be a carrier, so a nested "sh -c $X" is never taken as harmless.
+carrier(0, cmd) if {
+	cmd.origin == "argv"
+	cmd.program in cfg.shells
+	"-c" in cmd.flags
+	input.script.parse_error == ""
+}
+
+# runs_code is true for a program that executes code given to it: shells
+# (other than the carrier), interpreters and eval-like builtins.
+runs_code(i, cmd) if {
+	cmd.program in cfg.shells
+	not carrier(i, cmd)
+}
+
+runs_code(_, cmd) if program_in(cmd.program, cfg.interpreters)
+
+runs_code(_, cmd) if cmd.program in cfg.evaluators
+
+# pipes_to_shell is true when a script pipes into a shell or an interpreter
+# that reads its program from stdin.
+pipes_to_shell if input.script.pipes_to_shell
+
+pipes_to_shell if {
+	some cmd in commands
+	cmd.reads_stdin_script
+	cmd.pipeline > 0
+}
+
+# redirects are the redirects of every command and of the script.
+redirects contains r if {
+	some cmd in commands
+	some r in cmd.redirects
+}
+
+redirects contains r if some r in input.script.redirects
+
+# write_redirect is true for a redirect that writes a file (">", ">>", "&>",
+# "2>", ">|", "<>", ">&file"); duplicating a descriptor ("2>&1") and writing
+# to a harmless device ("2>/dev/null") are not writes.
+write_redirect(r) if {
+	regex.match(`^[0-9]*(>|>>|>\||&>|&>>|<>|>&)$`, r.op)
+	not fd_duplication(r)
+	not harmless_target(r)
+}
+
+harmless_target(r) if host_path_allowed(r.target)
+
+fd_duplication(r) if {
+	endswith(r.op, ">&")
+	regex.match(`^([0-9]+-?|-)$`, r.target)
+}
+
+# read_only is true for a command known not to change anything: a program in
+# cfg.read_only_programs without any of its writing options, or a git
+# subcommand that only reads.
+read_only(cmd) if {
+	cmd.program in cfg.read_only_programs
+	not vault_program(cmd)
+	not read_only_exception(cmd)
+	not too_many_operands(cmd)
+	not unsafe_assignment(cmd)
+}
+
+read_only(cmd) if {
+	cmd.program == "git"
+	not vault_program(cmd)
+	operands(cmd)[0] in cfg.git_read_only_subcommands
+	not read_only_exception(cmd)
+	not unsafe_assignment(cmd)
+}
+
+# git branch lists branches when it has no operand and only listing flags.
+read_only(cmd) if {
+	cmd.program == "git"
+	not vault_program(cmd)
+	operands(cmd) == ["branch"]
+	some i, "branch" in cmd.args
+	every a in array.slice(cmd.args, i + 1, count(cmd.args)) {
+		split(a, "=")[0] in cfg.git_branch_listing_flags
+	}
+	not read_only_exception(cmd)
+	not unsafe_assignment(cmd)
+}
+
+# read_only_exception is true when an argument of the command starts with one
+# of the prefixes cfg.read_only_unless_args lists for its program (find
+# -delete, sort -o …).
+read_only_exception(cmd) if {
+	strings.any_prefix_match(array.concat(cmd.args, cmd.flags), cfg.read_only_unless_args[cmd.program])
+}
+
+too_many_operands(cmd) if {
+	limit := cfg.read_only_max_operands[cmd.program]
+	count(operands(cmd)) > limit
+}
+
+unsafe_assignment(cmd) if strings.any_prefix_match(object.keys(cmd.assignments), cfg.unsafe_assignment_prefixes)
+
+# vault_program is true when the program is a file of the vault, named by a
+# relative path (./cat, bin/ls): whatever its name, it is not read-only.
+vault_program(cmd) if {
+	contains(cmd.argv[0], "/")
+	not startswith(cmd.argv[0], "/")
+}
+
+# changes describes what may change the vault: every command that is not
+# read-only (the carrier aside) and every writing redirect. The input is
+# read-only when it is empty. A malformed input is denied anyway: it is not
+# looked at here, so that no rule trips over a missing field.
+changes contains cmd.raw if {
+	not malformed
+	some i, cmd in commands
+	not read_only(cmd)
+	not carrier(i, cmd)
+}
+
+changes contains sprintf("%s %s", [r.op, r.target]) if {
+	not malformed
+	some r in redirects
+	write_redirect(r)
+}

@@ -1,0 +1,190 @@
+package avfs.allow_test
+
+import data.avfs.testing as t
+
+# --- avfs.allow.read_only ---------------------------------------------------
+
+test_read_only_commands if {
+	every argv in [
+		["ls", "-la"],
+		["cat", "README.md"],
+		["head", "-n", "5", "f"],
+		["tail", "-f", "log"],
+		["wc", "-l", "f"],
+		["grep", "-rn", "TODO", "."],
+		["rg", "--json", "x"],
+		["find", ".", "-name", "*.go", "-type", "f"],
+		["tree", "-L", "2"],
+		["pwd"],
+		["echo", "hello"],
+		["printf", "%s\\n", "x"],
+		["stat", "f"],
+		["file", "f"],
+		["diff", "-u", "a", "b"],
+		["cmp", "a", "b"],
+		["sort", "-u", "f"],
+		["uniq", "-c", "f"],
+		["which", "go"],
+		["date", "+%s"],
+		["true"],
+		["/bin/ls"],
+	] {
+		inp := t.argv_input(argv)
+		t.decision_of(inp) == "allow"
+		t.ids(inp) == {"avfs.allow.read_only"}
+	}
+}
+
+test_read_only_git if {
+	every argv in [
+		["git", "status"],
+		["git", "log", "--oneline", "-5"],
+		["git", "diff", "HEAD~1"],
+		["git", "show", "HEAD"],
+		["git", "rev-parse", "HEAD"],
+		["git", "ls-files"],
+		["git", "blame", "f"],
+		["git", "branch"],
+		["git", "branch", "-a", "-v"],
+		["git", "branch", "--sort=-committerdate"],
+		["git", "-C", "sub", "status"],
+		["git", "--no-pager", "log"],
+	] {
+		t.decision_of(t.argv_input(argv)) == "allow"
+	}
+}
+
+test_read_only_pipelines_and_lists if {
+	inner := t.in_script(array.concat(
+		t.piped([t.cmd(["ls", "-la"]), t.cmd(["grep", "go"]), t.cmd(["wc", "-l"])]),
+		[t.cmd(["cd", "src"]), t.cmd(["git", "status"])],
+	))
+	inp := t.sh_c("ls -la | grep go | wc -l; cd src && git status", inner, {})
+	r := t.result(inp)
+	r.decision == "allow"
+	r.reasons == [{"id": "avfs.allow.read_only", "decision": "allow", "message": "Read-only commands are allowed"}]
+}
+
+test_read_only_with_harmless_redirects if {
+	r := [{"op": "2>", "target": "/dev/null"}, {"op": "2>&", "target": "1"}, {"op": ">&", "target": "-"}, {"op": "<", "target": "in.txt"}]
+	inp := t.sh_c("grep x f 2>/dev/null 2>&1 <in.txt", t.in_script([t.with_fields(["grep", "x", "f"], {"redirects": r})]), {"redirects": r})
+	t.decision_of(inp) == "allow"
+}
+
+test_read_only_with_assignment if {
+	inp := t.doc([t.with_fields(["grep", "x", "f"], {"assignments": {"LC_ALL": "C"}})], null, [])
+	t.decision_of(inp) == "allow"
+}
+
+test_empty_script_is_read_only if {
+	t.decision_of(t.sh_c("", [], {})) == "allow"
+}
+
+# --- avfs.checkpoint.changes ------------------------------------------------
+
+test_changing_commands if {
+	every argv in [
+		["rm", "-rf", "build"],
+		["mv", "a", "b"],
+		["cp", "a", "b"],
+		["chmod", "+x", "run.sh"],
+		["sed", "-i", "s/a/b/", "f"],
+		["tee", "out"],
+		["git", "commit", "-m", "msg"],
+		["git", "reset", "--hard"],
+		["git", "clean", "-fdx"],
+		["git", "checkout", "main"],
+		["git", "rebase", "main"],
+		["git", "stash"],
+		["git"],
+		["make"],
+		["go", "build", "./..."],
+		["python", "main.py"],
+		["./configure"],
+		["unknown-tool", "--flag"],
+	] {
+		inp := t.argv_input(argv)
+		t.decision_of(inp) == "allow_with_checkpoint"
+		t.ids(inp) == {"avfs.checkpoint.changes"}
+	}
+}
+
+test_read_only_programs_with_writing_options if {
+	every argv in [
+		["find", ".", "-delete"],
+		["find", ".", "-name", "*.o", "-exec", "rm", "{}", ";"],
+		["find", ".", "-execdir", "x", "+"],
+		["find", ".", "-ok", "rm", "{}", ";"],
+		["find", ".", "-fprint", "out"],
+		["find", ".", "-fprintf", "out", "%p"],
+		["find", ".", "-fls", "out"],
+		["sort", "-o", "out", "in"],
+		["sort", "-uo", "out", "in"],
+		["sort", "--output=out", "in"],
+		["uniq", "in", "out"],
+		["date", "-s", "2020-01-01"],
+		["tree", "-o", "out"],
+		["rg", "--pre", "sh", "x"],
+		["git", "branch", "new-feature"],
+		["git", "branch", "-D", "old"],
+		["git", "diff", "--output=patch"],
+		["git", "-c", "core.pager=sh", "log"],
+	] {
+		inp := t.argv_input(argv)
+		t.decision_of(inp) == "allow_with_checkpoint"
+	}
+}
+
+test_vault_programs_are_not_read_only if {
+	every argv in [["./ls"], ["bin/cat", "f"], ["./git", "status"], ["tools/git", "branch"], ["ls.sh"]] {
+		t.decision_of(t.argv_input(argv)) == "allow_with_checkpoint"
+	}
+	t.decision_of(t.argv_input(["/usr/bin/git", "status"])) == "allow"
+}
+
+test_unsafe_assignments if {
+	every a in [{"GIT_PAGER": "sh -c x"}, {"LD_PRELOAD": "x.so"}, {"PAGER": "x"}] {
+		inp := t.doc([t.with_fields(["git", "log"], {"assignments": a})], null, [])
+		t.decision_of(inp) == "allow_with_checkpoint"
+		inp2 := t.doc([t.with_fields(["cat", "f"], {"assignments": a})], null, [])
+		t.decision_of(inp2) == "allow_with_checkpoint"
+	}
+	branch := t.doc([t.with_fields(["git", "branch"], {"assignments": {"GIT_DIR": "x"}})], null, [])
+	t.decision_of(branch) == "allow_with_checkpoint"
+	branch_c := t.argv_input(["git", "-c", "x=y", "branch"])
+	t.decision_of(branch_c) == "allow_with_checkpoint"
+}
+
+test_write_redirects if {
+	every op in [">", ">>", "&>", "&>>", "2>", "1>", ">|", "<>", ">&"] {
+		r := [{"op": op, "target": "out.txt"}]
+		inp := t.sh_c("echo hi", t.in_script([t.with_fields(["echo", "hi"], {"redirects": r})]), {"redirects": r})
+		res := t.result(inp)
+		res.decision == "allow_with_checkpoint"
+		res.reasons == [{
+			"id": "avfs.checkpoint.changes",
+			"decision": "allow_with_checkpoint",
+			"message": sprintf("Commands that may change the vault run after a checkpoint: %s out.txt", [op]),
+		}]
+	}
+}
+
+test_checkpoint_message_lists_changes if {
+	inner := t.in_script([t.cmd(["ls"]), t.cmd(["rm", "-f", "a"]), t.cmd(["mv", "b", "c"])])
+	r := t.result(t.sh_c("ls; rm -f a; mv b c", inner, {}))
+	r.reasons == [{
+		"id": "avfs.checkpoint.changes",
+		"decision": "allow_with_checkpoint",
+		"message": "Commands that may change the vault run after a checkpoint: mv b c, rm -f a",
+	}]
+}
+
+test_shells_that_are_not_the_carrier if {
+	# A nested sh -c is judged as a program: its script may be dynamic.
+	nested := t.sh_c("bash -c ls", t.in_script([t.cmd(["bash", "-c", "ls"]), t.cmd(["ls"])]), {})
+	t.decision_of(nested) == "allow_with_checkpoint"
+
+	# sh -c without a parsed script, and a shell running a file.
+	t.decision_of(t.argv_input(["sh", "-c", "ls"])) == "allow_with_checkpoint"
+	t.decision_of(t.argv_input(["bash", "build.sh"])) == "allow_with_checkpoint"
+}

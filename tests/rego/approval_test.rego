@@ -1,0 +1,182 @@
+package avfs.rules.approval_test
+
+import data.avfs.testing as t
+
+# --- avfs.approval.network --------------------------------------------------
+
+test_network_programs if {
+	every argv in [
+		["curl", "https://example.com"],
+		["wget", "https://example.com/f.tgz"],
+		["ssh", "host", "ls"],
+		["scp", "f", "host:/tmp"],
+		["sftp", "host"],
+		["nc", "-l", "4444"],
+		["telnet", "host", "25"],
+		["ftp", "host"],
+		["gh", "pr", "list"],
+		["/usr/bin/curl", "-O", "https://example.com/x"],
+		["npx", "cowsay", "hi"],
+	] {
+		inp := t.argv_input(argv)
+		t.decision_of(inp) == "require_approval"
+		"avfs.approval.network" in t.ids(inp)
+	}
+}
+
+test_network_behind_wrappers if {
+	every wrappers in [[["env", "A=1"]], [["timeout", "10"]], [["busybox"]], [["nice"], ["nohup"]]] {
+		inp := t.doc([t.wrapped(wrappers, ["wget", "https://example.com"])], null, [])
+		t.decision_of(inp) == "require_approval"
+		"avfs.approval.network" in t.ids(inp)
+	}
+}
+
+test_network_inside_sh_c if {
+	inner := t.in_script([t.cmd(["ls"]), t.cmd(["curl", "-s", "https://example.com"])])
+	inp := t.sh_c("ls && curl -s https://example.com", inner, {})
+	t.decision_of(inp) == "require_approval"
+	r := t.result(inp)
+	{
+		"id": "avfs.approval.network",
+		"decision": "require_approval",
+		"message": "Network programs need approval: curl -s https://example.com",
+	} in r.reasons
+	count(r.reasons) == 1
+}
+
+test_not_network if {
+	every argv in [["ls"], ["curlie-local"], ["make", "curl"], ["echo", "wget"]] {
+		not "avfs.approval.network" in t.ids(t.argv_input(argv))
+	}
+}
+
+# --- avfs.approval.remote_sync ----------------------------------------------
+
+test_rsync_remote if {
+	every argv in [
+		["rsync", "-a", "src/", "host:/backup"],
+		["rsync", "-avz", "user@host:data/", "data/"],
+		["rsync", "host::module/x", "."],
+		["rsync", "rsync://host/module", "."],
+	] {
+		inp := t.argv_input(argv)
+		t.decision_of(inp) == "require_approval"
+		"avfs.approval.remote_sync" in t.ids(inp)
+	}
+}
+
+test_rsync_local if {
+	inp := t.argv_input(["rsync", "-a", "--delete", "src/", "dst/"])
+	not "avfs.approval.remote_sync" in t.ids(inp)
+	t.decision_of(inp) == "allow_with_checkpoint"
+}
+
+# --- avfs.approval.git_remote -----------------------------------------------
+
+test_git_remote if {
+	every argv in [
+		["git", "clone", "https://example.com/r.git"],
+		["git", "fetch", "--all"],
+		["git", "pull", "--rebase"],
+		["git", "push", "origin", "main"],
+		["git", "ls-remote", "origin"],
+		["git", "submodule", "update", "--init"],
+		["git", "-C", "sub", "fetch"],
+		["/usr/bin/git", "--no-pager", "pull"],
+	] {
+		inp := t.argv_input(argv)
+		t.decision_of(inp) == "require_approval"
+		"avfs.approval.git_remote" in t.ids(inp)
+	}
+}
+
+test_git_remote_in_script if {
+	inner := t.in_script([t.cmd(["git", "add", "-A"]), t.cmd(["git", "commit", "-m", "x"]), t.cmd(["git", "push"])])
+	inp := t.sh_c("git add -A && git commit -m x && git push", inner, {})
+	t.decision_of(inp) == "require_approval"
+	t.ids(inp) == {"avfs.approval.git_remote"}
+}
+
+test_git_local if {
+	every argv in [["git", "status"], ["git", "commit", "-m", "fetch"], ["git", "submodule", "status"], ["git", "-C", "clone", "status"]] {
+		not "avfs.approval.git_remote" in t.ids(t.argv_input(argv))
+	}
+}
+
+# --- avfs.approval.packages -------------------------------------------------
+
+test_package_installs if {
+	every argv in [
+		["npm", "install"],
+		["npm", "i", "left-pad"],
+		["npm", "ci"],
+		["npm", "publish"],
+		["pnpm", "add", "react"],
+		["yarn"],
+		["yarn", "add", "lodash"],
+		["bun", "install"],
+		["pip", "install", "requests"],
+		["pip3", "install", "-r", "requirements.txt"],
+		["uv", "pip", "install", "x"],
+		["uv", "add", "httpx"],
+		["poetry", "install"],
+		["cargo", "install", "ripgrep"],
+		["cargo", "add", "serde"],
+		["cargo", "publish"],
+		["go", "get", "example.com/m@latest"],
+		["go", "install", "example.com/cmd@latest"],
+		["gem", "install", "rails"],
+		["apt-get", "install", "-y", "jq"],
+		["apt", "update"],
+		["brew", "install", "jq"],
+		["docker", "pull", "alpine"],
+		["docker", "push", "me/img"],
+		["docker", "run", "--rm", "alpine"],
+	] {
+		inp := t.argv_input(argv)
+		t.decision_of(inp) == "require_approval"
+		"avfs.approval.packages" in t.ids(inp)
+	}
+}
+
+test_python_module_installs if {
+	every argv in [
+		["python", "-m", "pip", "install", "requests"],
+		["python3", "-m", "pip", "install", "--user", "x"],
+		["/usr/bin/python3.12", "-m", "pip", "install", "x"],
+		["pip3.12", "install", "x"],
+		["pypy3", "-m", "pip", "install", "x"],
+	] {
+		inp := t.argv_input(argv)
+		t.decision_of(inp) == "require_approval"
+		"avfs.approval.packages" in t.ids(inp)
+	}
+}
+
+test_package_install_in_sh_c_behind_wrapper if {
+	inner := t.in_script([t.cmd(["cd", "web"]), t.wrapped([["env", "CI=1"]], ["npm", "ci"])])
+	inp := t.sh_c("cd web && env CI=1 npm ci", inner, {})
+	t.decision_of(inp) == "require_approval"
+	"avfs.approval.packages" in t.ids(inp)
+}
+
+test_package_commands_that_stay_local if {
+	every argv in [
+		["npm", "test"],
+		["npm", "run", "build"],
+		["yarn", "test"],
+		["pip", "list"],
+		["cargo", "build"],
+		["go", "build", "./..."],
+		["go", "test", "./..."],
+		["docker", "ps"],
+		["python", "-m", "pytest"],
+		["python", "-m", "venv", ".venv"],
+		["python", "-m"],
+	] {
+		inp := t.argv_input(argv)
+		not "avfs.approval.packages" in t.ids(inp)
+		t.decision_of(inp) == "allow_with_checkpoint"
+	}
+}

@@ -1,0 +1,119 @@
+# METADATA
+# title: Test helpers
+# description: |
+#   Builders of input documents shaped exactly like wire.Input (see
+#   wire/input.go and docs/input.md), the way engine.Parse fills them.
+package avfs.testing
+
+# cmd is the command object engine.Parse makes for a plain argv.
+cmd(argv) := with_fields(argv, {})
+
+# with_fields is cmd(argv) with some fields replaced (origin, wrappers, redirects …).
+with_fields(argv, extra) := object.union(
+	{
+		"argv": argv,
+		"raw": concat(" ", argv),
+		"program": basename(argv[0]),
+		"program_path": "",
+		"args": args,
+		"flags": [f | some a in args; some f in arg_flags(a)],
+		"flag_values": {},
+		"operands": [a | some a in args; not startswith(a, "-")],
+		"wrappers": [],
+		"assignments": {},
+		"redirects": [],
+		"origin": "argv",
+		"pipeline": 0,
+		"pipeline_len": 1,
+		"reads_stdin_script": false,
+	},
+	extra,
+) if {
+	args := array.slice(argv, 1, count(argv))
+}
+
+basename(p) := parts[count(parts) - 1] if parts := split(p, "/")
+
+arg_flags(a) := [split(a, "=")[0]] if startswith(a, "--")
+
+arg_flags(a) := [concat("", ["-", c]) | some c in split(substring(a, 1, -1), "")] if {
+	startswith(a, "-")
+	not startswith(a, "--")
+	a != "-"
+}
+
+# wrapped is cmd(argv) run by wrappers, outermost first (["sudo"], ["env"] …).
+wrapped(wrappers, argv) := with_fields(argv, {
+	"wrappers": [{"name": w[0], "argv": w} | some w in wrappers],
+	"argv": argv,
+})
+
+# in_script marks commands as found in a shell script.
+in_script(cmds) := [object.union(c, {"origin": "script"}) | some c in cmds]
+
+# piped marks commands as the stages of one pipeline.
+piped(cmds) := [object.union(c, {"pipeline": i, "pipeline_len": count(cmds)}) | some i, c in cmds]
+
+# script is a parsed script object with some fields replaced.
+script(source, extra) := object.union(
+	{
+		"source": source,
+		"shell": "sh",
+		"has_substitution": false,
+		"pipes_to_shell": false,
+		"parse_error": "",
+		"redirects": [],
+		"functions": [],
+	},
+	extra,
+)
+
+# doc is a whole input document.
+doc(cmds, scr, paths) := {
+	"schema_version": 1,
+	"command": cmds[0],
+	"commands": cmds,
+	"script": scr,
+	"paths": paths,
+	"cwd": "/",
+	"env": ["HOME", "PATH"],
+	"vault": {
+		"name": "default",
+		"files": 3,
+		"bytes": 1024,
+		"quotas": {"max_size_mb": 0, "max_files": 0, "max_file_size_mb": 0},
+		"parent": "",
+	},
+	"request": {"timeout_ms": 0, "readonly": false, "approval_id": ""},
+}
+
+# argv_input is the input for one plain command.
+argv_input(argv) := doc([cmd(argv)], null, [])
+
+# sh_c is the input for sh -c "source" whose script holds cmds (already
+# marked with in_script, piped … as needed).
+sh_c(source, cmds, extra) := doc(
+	array.concat([cmd(["sh", "-c", source])], cmds),
+	script(source, extra),
+	[],
+)
+
+# path_entry is one entry of input.paths.
+path_entry(arg, path, inside, source) := {
+	"arg": arg,
+	"path": path,
+	"inside_vault": inside,
+	"source": source,
+	"command": 0,
+}
+
+# result is the decision for inp.
+result(inp) := r if {
+	r := data.avfs.decision with input as inp
+}
+
+# decision_of is the decision string for inp.
+decision_of(inp) := result(inp).decision
+
+# ids are the reason ids for inp.
+ids(inp) := {r.id | some r in result(inp).reasons}
