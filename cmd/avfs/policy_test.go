@@ -13,38 +13,12 @@ import (
 	"testing"
 )
 
-// avfsBin is the binary under test: AVFS_BIN, else one built for the tests.
-var avfsBin string
-
-func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	avfsBin = os.Getenv("AVFS_BIN")
-	if avfsBin == "" {
-		dir, err := os.MkdirTemp("", "avfs-test-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		avfsBin = filepath.Join(dir, "avfs")
-		out, err := exec.Command("go", "build", "-o", avfsBin, ".").CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "build avfs: %v\n%s", err, out)
-			return 1
-		}
-	}
-	return m.Run()
-}
-
 // testdataPolicy is the engine's policy test data.
 var testdataPolicy = filepath.Join("..", "..", "engine", "testdata", "policy")
 
-// avfs runs the binary with a fresh AVFS_HOME (unless env sets one) and
+// runAVFS runs the binary with a fresh AVFS_HOME (unless env sets one) and
 // returns stdout, stderr and the exit status.
-func avfs(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+func runAVFS(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	cmd := exec.Command(avfsBin, args...)
 	cmd.Env = append(os.Environ(), "AVFS_HOME="+t.TempDir(), "AVFS_CONFIG=")
@@ -63,10 +37,10 @@ func avfs(t *testing.T, env []string, args ...string) (stdout, stderr string, co
 	return out.String(), errb.String(), code
 }
 
-// avfsJSON runs the binary with --json and decodes the one document it prints.
-func avfsJSON(t *testing.T, env []string, args ...string) (map[string]any, int) {
+// runAVFSJSON runs the binary with --json and decodes the one document it prints.
+func runAVFSJSON(t *testing.T, env []string, args ...string) (map[string]any, int) {
 	t.Helper()
-	stdout, stderr, code := avfs(t, env, append([]string{"--json"}, args...)...)
+	stdout, stderr, code := runAVFS(t, env, append([]string{"--json"}, args...)...)
 	var doc map[string]any
 	dec := json.NewDecoder(strings.NewReader(stdout))
 	if err := dec.Decode(&doc); err != nil {
@@ -103,7 +77,7 @@ func TestPolicyEvalDecisions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.argv, " "), func(t *testing.T) {
-			doc, code := avfsJSON(t, nil, append([]string{"policy", "eval", "--"}, tt.argv...)...)
+			doc, code := runAVFSJSON(t, nil, append([]string{"policy", "eval", "--"}, tt.argv...)...)
 			if code != 0 {
 				t.Fatalf("exit %d: %v", code, doc)
 			}
@@ -127,7 +101,7 @@ func TestPolicyEvalDecisions(t *testing.T) {
 }
 
 func TestPolicyEvalInputAndExplain(t *testing.T) {
-	doc, code := avfsJSON(t, nil, "policy", "eval", "--input", "--explain", "full", "--cwd", "/src", "--", "rm", "-rf", "x")
+	doc, code := runAVFSJSON(t, nil, "policy", "eval", "--input", "--explain", "full", "--cwd", "/src", "--", "rm", "-rf", "x")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -155,7 +129,7 @@ func TestPolicyEvalInputAndExplain(t *testing.T) {
 	}
 
 	// People get the same in text.
-	stdout, _, code := avfs(t, nil, "policy", "eval", "--explain", "notes", "--", "ls")
+	stdout, _, code := runAVFS(t, nil, "policy", "eval", "--explain", "notes", "--", "ls")
 	if code != 0 || !strings.Contains(stdout, "decision: allow") || !strings.Contains(stdout, "avfs.allow.read_only") {
 		t.Errorf("exit %d:\n%s", code, stdout)
 	}
@@ -167,7 +141,7 @@ func TestPolicyEvalUsage(t *testing.T) {
 		{"policy", "eval", "--shell", "ls", "--", "ls"},
 		{"policy", "eval", "--explain", "everything", "--", "ls"},
 	} {
-		doc, code := avfsJSON(t, nil, args...)
+		doc, code := runAVFSJSON(t, nil, args...)
 		errObj, _ := doc["error"].(map[string]any)
 		if code != 2 || errObj["code"] != "usage" {
 			t.Errorf("avfs %v: exit %d, %v; want a usage error", args, code, doc)
@@ -176,7 +150,7 @@ func TestPolicyEvalUsage(t *testing.T) {
 }
 
 func TestPolicyEvalBrokenBundle(t *testing.T) {
-	doc, code := avfsJSON(t, nil, "policy", "eval", "--no-default-bundle", "--bundle", filepath.Join(testdataPolicy, "broken", "syntax"), "--", "ls")
+	doc, code := runAVFSJSON(t, nil, "policy", "eval", "--no-default-bundle", "--bundle", filepath.Join(testdataPolicy, "broken", "syntax"), "--", "ls")
 	errObj, _ := doc["error"].(map[string]any)
 	if code != 1 || errObj["code"] != "bundle_invalid" {
 		t.Fatalf("exit %d, %v; want bundle_invalid", code, doc)
@@ -184,11 +158,11 @@ func TestPolicyEvalBrokenBundle(t *testing.T) {
 	if file, _ := errObj["file"].(string); !strings.HasSuffix(file, "broken/syntax/policy.rego") || errObj["row"] != float64(5) {
 		t.Errorf("error %v does not name the file and line", errObj)
 	}
-	_, stderr, code := avfs(t, nil, "policy", "eval", "--bundle", filepath.Join(testdataPolicy, "overlap"), "--", "ls")
+	_, stderr, code := runAVFS(t, nil, "policy", "eval", "--bundle", filepath.Join(testdataPolicy, "overlap"), "--", "ls")
 	if code != 1 || !strings.Contains(stderr, "overlap") {
 		t.Errorf("overlapping roots: exit %d, %s", code, stderr)
 	}
-	doc, code = avfsJSON(t, nil, "policy", "eval", "--bundle", filepath.Join(testdataPolicy, "ext.tar.gz"),
+	doc, code = runAVFSJSON(t, nil, "policy", "eval", "--bundle", filepath.Join(testdataPolicy, "ext.tar.gz"),
 		"--verification-key", filepath.Join(testdataPolicy, "keys", "es256.pub.pem"), "--", "ls")
 	if errObj, _ := doc["error"].(map[string]any); code != 1 || errObj["code"] != "signature_invalid" {
 		t.Errorf("unsigned bundle with a key: exit %d, %v", code, doc)
@@ -207,7 +181,7 @@ func TestPolicyBundlesFromConfigAndHome(t *testing.T) {
 	if err := os.WriteFile(cfg, bs, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	doc, code := avfsJSON(t, []string{"AVFS_CONFIG=" + cfg}, "policy", "eval", "--", "make", "deploy")
+	doc, code := runAVFSJSON(t, []string{"AVFS_CONFIG=" + cfg}, "policy", "eval", "--", "make", "deploy")
 	if code != 0 || doc["decision"] != "require_approval" || !slices.Contains(reasonIDs(doc), "acme.approval.deploy") {
 		t.Errorf("config bundle: exit %d, %v", code, doc)
 	}
@@ -216,7 +190,7 @@ func TestPolicyBundlesFromConfigAndHome(t *testing.T) {
 	if err := os.CopyFS(filepath.Join(home, "policy"), os.DirFS(filepath.Join(testdataPolicy, "ext"))); err != nil {
 		t.Fatal(err)
 	}
-	doc, code = avfsJSON(t, []string{"AVFS_HOME=" + home}, "policy", "inspect")
+	doc, code = runAVFSJSON(t, []string{"AVFS_HOME=" + home}, "policy", "inspect")
 	bundles, _ := doc["bundles"].([]any)
 	if code != 0 || len(bundles) != 2 || bundles[1].(map[string]any)["name"] != filepath.Join(home, "policy") {
 		t.Errorf("home policy dir: exit %d, %v", code, doc["bundles"])
@@ -224,7 +198,7 @@ func TestPolicyBundlesFromConfigAndHome(t *testing.T) {
 }
 
 func TestPolicyInspect(t *testing.T) {
-	doc, code := avfsJSON(t, nil, "policy", "inspect")
+	doc, code := runAVFSJSON(t, nil, "policy", "inspect")
 	if code != 0 {
 		t.Fatalf("exit %d: %v", code, doc)
 	}
@@ -246,7 +220,7 @@ func TestPolicyInspect(t *testing.T) {
 
 func TestPolicyTest(t *testing.T) {
 	tests := filepath.Join("..", "..", "tests", "rego")
-	doc, code := avfsJSON(t, nil, "policy", "test", tests, "--coverage")
+	doc, code := runAVFSJSON(t, nil, "policy", "test", tests, "--coverage")
 	if code != 0 || doc["failed"] != float64(0) || doc["passed"].(float64) < 10 {
 		t.Fatalf("exit %d: passed %v failed %v errors %v", code, doc["passed"], doc["failed"], doc["errors"])
 	}
@@ -255,7 +229,7 @@ func TestPolicyTest(t *testing.T) {
 	}
 
 	// An extension bundle tested with the default bundle, as docs/policy.md shows.
-	doc, code = avfsJSON(t, nil, "policy", "test", "--coverage", filepath.Join(testdataPolicy, "ext"), filepath.Join(testdataPolicy, "ext-tests"))
+	doc, code = runAVFSJSON(t, nil, "policy", "test", "--coverage", filepath.Join(testdataPolicy, "ext"), filepath.Join(testdataPolicy, "ext-tests"))
 	if cov, _ := doc["coverage"].(map[string]any); code != 0 || doc["passed"] != float64(4) || cov["percent"] != float64(100) {
 		t.Errorf("extension tests: exit %d, %v", code, doc)
 	}
@@ -265,16 +239,16 @@ func TestPolicyTest(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(failing, "x_test.rego"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stdout, _, code := avfs(t, nil, "policy", "test", failing)
+	stdout, _, code := runAVFS(t, nil, "policy", "test", failing)
 	if code != 2 || !strings.Contains(stdout, "FAIL  data.x_test.test_fails") || !strings.Contains(stdout, "PASS  data.x_test.test_passes") ||
 		!strings.Contains(stdout, "1 passed, 1 failed") {
 		t.Errorf("exit %d:\n%s", code, stdout)
 	}
-	doc, code = avfsJSON(t, nil, "policy", "test", failing, "--run", "passes")
+	doc, code = runAVFSJSON(t, nil, "policy", "test", failing, "--run", "passes")
 	if code != 0 || doc["passed"] != float64(1) || len(doc["tests"].([]any)) != 1 {
 		t.Errorf("--run: exit %d, %v", code, doc)
 	}
-	_, _, code = avfs(t, nil, "policy", "test", filepath.Join(testdataPolicy, "broken", "syntax"))
+	_, _, code = runAVFS(t, nil, "policy", "test", filepath.Join(testdataPolicy, "broken", "syntax"))
 	if code != 1 {
 		t.Errorf("broken test file: exit %d, want 1", code)
 	}
