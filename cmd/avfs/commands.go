@@ -14,5 +14,6 @@ func commands(e *env) []*cli.Command {
 	cmds = append(cmds, historyCommands(e)...)
 	cmds = append(cmds, gcCommand(e), quotaCommand(e), auditCommand(e))
 	cmds = append(cmds, mountCommand(e), unmountCommand(e))
+	cmds = append(cmds, proxyCommand(e), approvalCommand(e))
 	return cmds
 }

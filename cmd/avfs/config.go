@@ -13,7 +13,24 @@ import (
 // section is optional; unknown sections are ignored so that older binaries
 // read newer files.
 type config struct {
-	Policy policyConfig `json:"policy"`
+	Policy   policyConfig   `json:"policy"`
+	Proxy    proxyConfig    `json:"proxy"`
+	Approval approvalConfig `json:"approval"`
+}
+
+// proxyConfig is the "proxy" section.
+type proxyConfig struct {
+	// Env adds variables to every command's environment: "KEY" passes
+	// avfs's own value, "KEY=VALUE" sets one. AVFS_APPROVER_KEY never passes.
+	Env []string `json:"env"`
+}
+
+// approvalConfig is the "approval" section.
+type approvalConfig struct {
+	// KeyFile holds the approver secret. When it is set (or
+	// AVFS_APPROVER_KEY is), grants need the secret and runs check them.
+	// Relative paths as for policy bundles.
+	KeyFile string `json:"key_file"`
 }
 
 // policyConfig is the "policy" section.
@@ -60,6 +77,9 @@ func loadConfig(home string) (config, error) {
 		if p := relativeTo(dir, k); fileExists(p) {
 			cfg.Policy.VerificationKey = p
 		}
+	}
+	if cfg.Approval.KeyFile != "" {
+		cfg.Approval.KeyFile = relativeTo(dir, cfg.Approval.KeyFile)
 	}
 	return cfg, nil
 }

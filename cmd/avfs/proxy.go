@@ -1,0 +1,172 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"avfs/runner"
+	"avfs/wire"
+)
+
+func proxyCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "proxy",
+		Usage:     "run an agent's command under policy in the vault",
+		UsageText: "avfs proxy exec [options] -- CMD [ARG…]\n\nexample: avfs --json proxy exec -- git status",
+		Subcommands: []*cli.Command{
+			proxyExecCommand(e),
+		},
+	}
+}
+
+func proxyExecCommand(e *env) *cli.Command {
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "shell", Usage: "run `SCRIPT` with /bin/sh -c instead of a command after --"},
+		&cli.StringFlag{Name: "cwd", Value: "/", Usage: "working `DIR` inside the vault"},
+		&cli.DurationFlag{Name: "timeout", Value: runner.DefaultTimeout, Usage: "end the command after `DURATION` (0: never)"},
+		&cli.DurationFlag{Name: "kill-grace", Value: runner.DefaultKillGrace, Usage: "time between SIGTERM and SIGKILL"},
+		&cli.StringFlag{Name: "max-output", Value: "1MiB", Usage: "bytes of stdout and of stderr kept (head and tail), e.g. 64KiB"},
+		&cli.BoolFlag{Name: "stream", Usage: "also copy the output live (to stderr with --json)"},
+		&cli.BoolFlag{Name: "stdin", Usage: "pass avfs's stdin to the command (default /dev/null)"},
+		&cli.StringSliceFlag{Name: "env", Usage: "pass `KEY` from avfs's environment, or set KEY=VALUE (repeatable)"},
+		&cli.StringFlag{Name: "mountpoint", Usage: "mount the vault at `DIR` instead of a private temporary directory"},
+		&cli.StringFlag{Name: "mount-mode", Value: runner.ModeAuto, Usage: "fuse, materialize, or auto (fuse when available)"},
+		&cli.StringFlag{Name: "approval", Usage: "run under the granted approval `ID`"},
+		&cli.DurationFlag{Name: "ttl", Value: runner.DefaultTTL, Usage: "how long a new approval request stays valid"},
+		&cli.BoolFlag{Name: "rollback-on-failure", Usage: "restore the vault when the command fails or times out"},
+		&cli.StringFlag{Name: "explain", Usage: "add the policy trace: notes, fails or full"},
+		&cli.BoolFlag{Name: "readonly", Usage: "mount the vault read-only"},
+	}
+	return &cli.Command{
+		Name:  "exec",
+		Usage: "parse, decide, checkpoint, mount, run, report",
+		UsageText: "avfs proxy exec [options] -- CMD [ARG…]\n" +
+			"avfs proxy exec [options] --shell SCRIPT\n\n" +
+			"Exit status: the command's; 124 timed out; 125 avfs failed; 126 not run (deny or\n" +
+			"require_approval); 127 program not found; 128+N killed by signal N.\n\n" +
+			"example: avfs --json proxy exec --timeout 60s -- make test",
+		Flags: append(flags, bundleFlags()...),
+		Action: func(c *cli.Context) error {
+			argv := c.Args().Slice()
+			shell := c.String("shell")
+			switch {
+			case shell != "" && len(argv) > 0:
+				return usageError("proxy exec: give a command after -- or --shell, not both")
+			case shell == "" && len(argv) == 0:
+				return usageError("proxy exec: missing command (usage: avfs proxy exec [options] -- CMD [ARG…])")
+			}
+			maxOut, err := parseSize(c.String("max-output"))
+			if err != nil {
+				return err
+			}
+			cfg, err := loadConfig(e.home)
+			if err != nil {
+				return err
+			}
+			key, err := approverKey(cfg, false)
+			if err != nil {
+				return err
+			}
+			policy, _, err := e.loadPolicy(c)
+			if err != nil {
+				return err
+			}
+			r := &runner.Runner{Store: e.store(), Policy: policy, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key}
+			req := runner.Request{
+				Vault: e.vaultName(), Argv: argv, Shell: shell, Cwd: c.String("cwd"),
+				Timeout: c.Duration("timeout"), KillGrace: c.Duration("kill-grace"), MaxOutput: maxOut,
+				Env: c.StringSlice("env"), Mountpoint: c.String("mountpoint"), MountMode: c.String("mount-mode"),
+				ApprovalID: c.String("approval"), ApprovalTTL: c.Duration("ttl"),
+				RollbackOnFailure: c.Bool("rollback-on-failure"), Explain: c.String("explain"), Readonly: c.Bool("readonly"),
+			}
+			if c.Bool("stdin") {
+				req.Stdin = e.stdin
+			}
+			if c.Bool("stream") {
+				req.Stdout, req.Stderr = e.stdout, e.stderr
+				if e.json {
+					req.Stdout = e.stderr
+				}
+			}
+			env, status := r.Exec(c.Context, req)
+			if e.json {
+				e.printed = true
+				if err := writeJSON(e.stdout, env); err != nil {
+					return err
+				}
+				return &exitStatus{code: status}
+			}
+			printEnvelope(e, env, c.Bool("stream"))
+			return &exitStatus{code: status}
+		},
+	}
+}
+
+// printEnvelope shows a run to people: the command's output, then one summary line on stderr.
+func printEnvelope(e *env, env *wire.Envelope, streamed bool) {
+	if p := env.Process; p != nil && !streamed {
+		for _, s := range []struct {
+			w        io.Writer
+			text     string
+			encoding string
+		}{{e.stdout, p.Stdout, p.StdoutEncoding}, {e.stderr, p.Stderr, p.StderrEncoding}} {
+			if s.encoding == "base64" {
+				fmt.Fprintf(e.stderr, "avfs: (binary output, %d bytes, shown with --json as base64)\n", len(s.text)*3/4)
+				continue
+			}
+			io.WriteString(s.w, s.text)
+		}
+	}
+	var parts []string
+	parts = append(parts, "decision "+string(env.Decision))
+	for _, r := range env.Policy.Reasons {
+		parts = append(parts, fmt.Sprintf("%s: %s", r.ID, r.Message))
+	}
+	if env.Checkpoint != nil {
+		parts = append(parts, fmt.Sprintf("checkpoint %d", env.Checkpoint.ID))
+	}
+	if env.Approval != nil {
+		parts = append(parts, fmt.Sprintf("approval %s %s (grant with: avfs approval grant %s)", env.Approval.ID, env.Approval.Status, env.Approval.ID))
+	}
+	if p := env.Process; p != nil {
+		s := fmt.Sprintf("exit %d", p.ExitCode)
+		if p.TimedOut {
+			s += " (timed out)"
+		}
+		parts = append(parts, s, fmt.Sprintf("%d change(s)", len(env.Changes)))
+	}
+	if env.Rollback != nil {
+		parts = append(parts, "rolled back")
+	}
+	if env.Error != nil {
+		parts = append(parts, "error: "+env.Error.Message)
+	}
+	fmt.Fprintf(e.stderr, "avfs: %s\n", strings.Join(parts, "; "))
+}
+
+// parseSize reads a byte count such as 1048576, 512KiB, 1MiB or 2MB.
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}}
+	mult := int64(1)
+	num := strings.TrimSpace(s)
+	for _, u := range units {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, usageError("invalid size %q: want a positive byte count such as 65536, 64KiB or 1MiB", s)
+	}
+	return n * mult, nil
+}
+

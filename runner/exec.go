@@ -1,0 +1,640 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"avfs/engine"
+	"avfs/mount"
+	"avfs/vault"
+	"avfs/wire"
+)
+
+// Defaults of a run.
+const (
+	DefaultTimeout = 300 * time.Second
+	DefaultTTL     = time.Hour // how long an approval stays valid
+)
+
+// Mount modes.
+const (
+	ModeAuto        = "auto"
+	ModeFUSE        = "fuse"
+	ModeMaterialize = "materialize"
+)
+
+// Runner runs commands in the vaults of one store under one policy.
+type Runner struct {
+	Store       *vault.Store
+	Policy      *engine.Policy
+	Exe         string   // the avfs binary that serves mounts (`avfs mount`); default os.Executable()
+	HostEnv     []string // where allow-listed variables come from (os.Environ())
+	ExtraEnv    []string // proxy.env of the config: KEY or KEY=VALUE
+	ApproverKey []byte   // the approver secret; when set, grants must carry its MAC
+	TempDir     string   // where mount points and materialised copies go ("" = os.TempDir())
+}
+
+// Request is one `avfs proxy exec`.
+type Request struct {
+	Vault             string
+	Argv              []string // the command (or nil with Shell)
+	Shell             string   // a script for /bin/sh -c
+	Cwd               string   // vault path to run in ("/" when empty)
+	Timeout           time.Duration
+	KillGrace         time.Duration
+	MaxOutput         int64
+	Stdout, Stderr    io.Writer // live copies of the output (--stream); nil for none
+	Stdin             io.Reader // nil: /dev/null
+	Env               []string  // --env KEY or KEY=VALUE
+	Mountpoint        string    // where to mount ("" = a private temporary directory)
+	MountMode         string    // auto, fuse or materialize
+	ApprovalID        string    // run under this granted approval
+	ApprovalTTL       time.Duration
+	RollbackOnFailure bool
+	Explain           string // policy trace mode
+	Readonly          bool   // mount read-only: the command can change nothing
+}
+
+// envAllow are the host variables a command sees; nothing else passes
+// unless asked for with --env or proxy.env.
+var envAllow = []string{"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "USER", "LOGNAME"}
+
+// secretEnv never reaches a command, even when asked for.
+const secretEnv = "AVFS_APPROVER_KEY"
+
+// NewID returns a new execution id.
+func NewID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "ex-" + time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Exec runs one request through the pipeline and returns the envelope and
+// the exit status (timeout(1)'s convention). It always returns an envelope;
+// avfs's own failures are in its error field with status 125.
+func (r *Runner) Exec(ctx context.Context, req Request) (*wire.Envelope, int) {
+	start := time.Now()
+	id := NewID()
+	env := &wire.Envelope{
+		SchemaVersion: wire.EnvelopeSchemaVersion, Kind: wire.EnvelopeKind, ID: id, Vault: req.Vault,
+		Decision: wire.Deny,
+		Policy:   wire.PolicyReport{Reasons: []wire.Reason{}, Bundles: []wire.BundleInfo{}},
+		Command:  wire.CommandReport{Argv: req.Argv, Cwd: req.Cwd, Shell: req.Shell},
+		Changes:  []wire.Change{},
+	}
+	if env.Command.Argv == nil {
+		env.Command.Argv = []string{}
+	}
+	status := r.exec(ctx, req, env)
+	env.Timing.TotalMS = ms(time.Since(start))
+	return env, status
+}
+
+// fail records avfs's own failure.
+func fail(env *wire.Envelope, err error) int {
+	env.Error = &wire.ErrorBody{Code: wire.CodeOf(err), Message: err.Error()}
+	return wire.ExitAvfsFailed
+}
+
+func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int {
+	cwd, err := vault.CleanPath(req.Cwd)
+	if err != nil {
+		return fail(env, fmt.Errorf("proxy exec: --cwd: %w", err))
+	}
+	env.Command.Cwd = cwd
+	switch req.MountMode {
+	case "":
+		req.MountMode = ModeAuto
+	case ModeAuto, ModeFUSE, ModeMaterialize:
+	default:
+		return fail(env, wire.Errorf(wire.CodeInvalidInput, "proxy exec: --mount-mode must be auto, fuse or materialize, not %q", req.MountMode))
+	}
+	if req.ApprovalTTL <= 0 {
+		req.ApprovalTTL = DefaultTTL
+	}
+	r.cleanStale()
+
+	// 1. Parse and decide, before anything expensive.
+	t := time.Now()
+	v, err := r.Store.OpenOrCreate(ctx, req.Vault)
+	if err != nil {
+		return fail(env, err)
+	}
+	defer v.Close()
+	info, err := v.Info(ctx)
+	if err != nil {
+		return fail(env, err)
+	}
+	cmdEnv := r.environment(req, "", env.ID)
+	input, err := engine.Parse(ctx, engine.ParseRequest{
+		Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: envNames(cmdEnv), PathEnv: lookup(cmdEnv, "PATH"),
+		Vault:   wire.VaultInput{Name: info.Name, Files: info.Files, Bytes: info.Bytes, Quotas: wire.QuotaInput(info.Quota), Parent: parentName(info)},
+		Request: wire.RequestInput{TimeoutMS: req.Timeout.Milliseconds(), Readonly: req.Readonly, ApprovalID: req.ApprovalID},
+	})
+	if err != nil {
+		env.Policy.Reasons = []wire.Reason{{ID: "avfs.input.invalid", Decision: wire.Deny, Message: "the command could not be parsed: " + err.Error()}}
+		env.Timing.PolicyMS = ms(time.Since(t))
+		_ = v.Event(ctx, "exec", cwd, map[string]any{"id": env.ID, "decision": wire.Deny, "error": err.Error()})
+		return fail(env, fmt.Errorf("proxy exec: %w", err))
+	}
+	res, err := r.Policy.Decide(ctx, input, engine.DecideOptions{Explain: req.Explain})
+	if err != nil {
+		return fail(env, err)
+	}
+	env.Decision = res.Decision
+	env.Policy = wire.PolicyReport{Reasons: res.Reasons, Bundles: res.Bundles, Trace: res.Trace, EvalUS: res.EvalUS}
+	env.Timing.PolicyMS = ms(time.Since(t))
+	digest := r.digest(req, cwd, info.Name, res.Bundles)
+	runDetails := map[string]any{"id": env.ID, "decision": res.Decision, "argv": req.Argv, "shell": req.Shell, "reasons": reasonIDs(res.Reasons)}
+
+	switch res.Decision {
+	case wire.Deny:
+		if err := v.Event(ctx, "exec", cwd, runDetails); err != nil {
+			return fail(env, err)
+		}
+		return wire.ExitNotRun
+	case wire.RequireApproval:
+		if req.ApprovalID == "" {
+			a, err := v.CreateApproval(ctx, vault.ApprovalRequest{Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Vault: info.Name,
+				BundleRevision: revisions(res.Bundles), Reasons: reasonIDs(res.Reasons), Digest: digest, TTL: req.ApprovalTTL})
+			if err != nil {
+				return fail(env, err)
+			}
+			env.Approval = &wire.ApprovalRef{ID: a.ID, Status: a.Status, ExpiresAt: a.ExpiresAt.UTC()}
+			return wire.ExitNotRun
+		}
+		a, err := v.UseApproval(ctx, req.ApprovalID, digest, env.ID, r.checkGrant)
+		if err != nil {
+			if a2, gerr := v.Approval(ctx, req.ApprovalID); gerr == nil {
+				env.Approval = &wire.ApprovalRef{ID: a2.ID, Status: a2.Status, ExpiresAt: a2.ExpiresAt.UTC()}
+			}
+			env.Error = &wire.ErrorBody{Code: wire.CodeOf(err), Message: err.Error()}
+			_ = v.Event(ctx, "exec", cwd, runDetails)
+			return wire.ExitNotRun
+		}
+		env.Approval = &wire.ApprovalRef{ID: a.ID, Status: a.Status, ExpiresAt: a.ExpiresAt.UTC()}
+	}
+
+	// 2. Checkpoint (approved runs and --rollback-on-failure also get one).
+	t = time.Now()
+	var cp *vault.Checkpoint
+	if res.Decision == wire.AllowWithCheckpoint || res.Decision == wire.RequireApproval || req.RollbackOnFailure {
+		c, err := v.SaveCheckpoint(ctx, env.ID, "before proxy exec "+env.ID)
+		if err != nil {
+			return fail(env, err)
+		}
+		cp = &c
+		env.Checkpoint = &wire.CheckpointRef{ID: c.ID, Name: c.Name}
+	}
+	mark, err := v.Mark(ctx, env.ID)
+	if err != nil {
+		return fail(env, err)
+	}
+	defer v.Release(context.WithoutCancel(ctx), mark)
+	env.Timing.CheckpointMS = ms(time.Since(t))
+
+	// 3. Mount (or materialise).
+	t = time.Now()
+	ws, err := r.present(ctx, v, info.Name, req)
+	if err != nil {
+		return fail(env, err)
+	}
+	env.Mount = &wire.MountReport{Mode: ws.mode, Dir: ws.dir}
+	dir := filepath.Join(ws.dir, filepath.FromSlash(strings.TrimPrefix(cwd, "/")))
+	mountTime := time.Since(t)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		ws.close(context.WithoutCancel(ctx), v, true)
+		return fail(env, wire.Errorf(wire.CodeInvalidInput, "proxy exec: --cwd %s is not a directory in the vault", cwd).With("cwd", cwd))
+	}
+
+	// 4. Run.
+	t = time.Now()
+	argv := req.Argv
+	if req.Shell != "" {
+		argv = []string{"/bin/sh", "-c", req.Shell}
+	}
+	proc, err := Start(ctx, ProcSpec{
+		Argv: argv, Dir: dir, Env: r.environment(req, ws.dir, env.ID), Stdin: req.Stdin,
+		Timeout: req.Timeout, KillGrace: req.KillGrace, MaxOutput: req.MaxOutput,
+		Stdout: req.Stdout, Stderr: req.Stderr,
+		Exclude: ws.owns,
+	})
+	var pr ProcResult
+	if err == nil {
+		pr, err = proc.Wait()
+	}
+	env.Timing.RunMS = ms(time.Since(t))
+
+	// 5. Unmount, always.
+	t = time.Now()
+	closeErr := ws.close(context.WithoutCancel(ctx), v, req.Readonly)
+	env.Timing.MountMS = ms(mountTime + time.Since(t))
+	if err != nil {
+		return fail(env, err)
+	}
+	env.Process = processReport(pr)
+	if closeErr != nil {
+		return fail(env, closeErr)
+	}
+
+	// 6. Summarise, roll back if asked, audit.
+	t = time.Now()
+	changes, err := v.ChangesSince(context.WithoutCancel(ctx), mark)
+	if err != nil {
+		return fail(env, err)
+	}
+	env.Changes = wireChanges(changes)
+	env.Timing.SummaryMS = ms(time.Since(t))
+	status := exitStatus(pr)
+	if req.RollbackOnFailure && cp != nil && (pr.TimedOut || status != 0) {
+		if _, err := v.RestoreCheckpoint(context.WithoutCancel(ctx), strconv.FormatInt(cp.ID, 10)); err != nil {
+			return fail(env, fmt.Errorf("roll back: %w", err))
+		}
+		reason := "exit_code"
+		if pr.TimedOut {
+			reason = "timed_out"
+		}
+		env.Rollback = &wire.RollbackReport{Restored: true, Checkpoint: wire.CheckpointRef{ID: cp.ID, Name: cp.Name}, Reason: reason}
+	}
+	runDetails["exit_code"], runDetails["timed_out"], runDetails["changes"] = pr.ExitCode, pr.TimedOut, len(changes)
+	if env.Rollback != nil {
+		runDetails["rolled_back"] = true
+	}
+	if err := v.Event(context.WithoutCancel(ctx), "exec", cwd, runDetails); err != nil {
+		return fail(env, err)
+	}
+	return status
+}
+
+// exitStatus follows timeout(1).
+func exitStatus(pr ProcResult) int {
+	if pr.TimedOut {
+		return wire.ExitTimedOut
+	}
+	return pr.ExitCode
+}
+
+func parentName(info vault.Info) string {
+	if info.Parent == nil {
+		return ""
+	}
+	return info.Parent.Name
+}
+
+func reasonIDs(rs []wire.Reason) []string {
+	ids := make([]string, 0, len(rs))
+	for _, r := range rs {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+func revisions(bs []wire.BundleInfo) string {
+	parts := make([]string, 0, len(bs))
+	for _, b := range bs {
+		parts = append(parts, b.Name+"@"+b.Revision)
+	}
+	return strings.Join(parts, ",")
+}
+
+// digest binds an approval to exactly what runs: argv or script, cwd,
+// vault and the policy bundles' revisions.
+func (r *Runner) digest(req Request, cwd, vaultName string, bs []wire.BundleInfo) string {
+	b, _ := json.Marshal(struct {
+		Argv    []string `json:"argv"`
+		Shell   string   `json:"shell"`
+		Cwd     string   `json:"cwd"`
+		Vault   string   `json:"vault"`
+		Bundles string   `json:"bundles"`
+	}{req.Argv, req.Shell, cwd, vaultName, revisions(bs)})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// GrantMAC is the proof of a grant made with the approver secret.
+func GrantMAC(key []byte, approvalID, digest string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(approvalID + "\n" + digest))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// checkGrant verifies a grant's MAC when an approver secret is configured.
+func (r *Runner) checkGrant(a vault.Approval) error {
+	if len(r.ApproverKey) == 0 {
+		return nil
+	}
+	want := GrantMAC(r.ApproverKey, a.ID, a.Digest)
+	if !hmac.Equal([]byte(want), []byte(a.GrantMAC)) {
+		return wire.Errorf(wire.CodeApprovalRejected, "approval %s was not granted with the approver secret", a.ID).With("approval", a.ID)
+	}
+	return nil
+}
+
+// environment is the command's whole environment.
+func (r *Runner) environment(req Request, mnt, id string) []string {
+	host := r.HostEnv
+	vars := map[string]string{}
+	for _, k := range envAllow {
+		if val, ok := lookupOK(host, k); ok {
+			vars[k] = val
+		}
+	}
+	if _, ok := vars["PATH"]; !ok {
+		vars["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+	}
+	for _, kv := range append(append([]string{}, r.ExtraEnv...), req.Env...) {
+		k, val, has := strings.Cut(kv, "=")
+		if k == "" || k == secretEnv {
+			continue
+		}
+		if !has {
+			var ok bool
+			if val, ok = lookupOK(host, k); !ok {
+				continue
+			}
+		}
+		vars[k] = val
+	}
+	vars["HOME"] = mnt
+	vars["AVFS_VAULT"] = req.Vault
+	vars["AVFS_EXEC_ID"] = id
+	vars["AVFS_MOUNTPOINT"] = mnt
+	out := make([]string, 0, len(vars))
+	for k, val := range vars {
+		out = append(out, k+"="+val)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func lookupOK(env []string, key string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func lookup(env []string, key string) string {
+	v, _ := lookupOK(env, key)
+	return v
+}
+
+func envNames(env []string) []string {
+	names := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		names = append(names, k)
+	}
+	return names
+}
+
+func encode(o Output) (text, encoding string, omittedAt int64) {
+	if !o.Truncated {
+		b := o.Bytes()
+		if utf8.Valid(b) {
+			return string(b), "utf-8", 0
+		}
+		return base64.StdEncoding.EncodeToString(b), "base64", 0
+	}
+	if utf8.Valid(o.Head) && utf8.Valid(o.Tail) {
+		marker := fmt.Sprintf("\n[avfs: %d bytes omitted]\n", o.Total-int64(len(o.Head))-int64(len(o.Tail)))
+		return string(o.Head) + marker + string(o.Tail), "utf-8", 0
+	}
+	return base64.StdEncoding.EncodeToString(o.Bytes()), "base64", int64(len(o.Head))
+}
+
+func processReport(pr ProcResult) *wire.ProcessReport {
+	p := &wire.ProcessReport{ExitCode: pr.ExitCode, Signal: pr.Signal, TimedOut: pr.TimedOut, DurationMS: pr.Duration.Milliseconds(),
+		StdoutBytes: pr.Stdout.Total, StderrBytes: pr.Stderr.Total, StdoutTruncated: pr.Stdout.Truncated, StderrTruncated: pr.Stderr.Truncated,
+		KilledDescendants: len(pr.Killed)}
+	p.Stdout, p.StdoutEncoding, p.StdoutOmittedAt = encode(pr.Stdout)
+	p.Stderr, p.StderrEncoding, p.StderrOmittedAt = encode(pr.Stderr)
+	return p
+}
+
+func octal(m *uint32) string {
+	if m == nil {
+		return ""
+	}
+	return fmt.Sprintf("%04o", *m)
+}
+
+func wireChanges(cs []vault.Change) []wire.Change {
+	out := make([]wire.Change, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, wire.Change{Path: c.Path, Op: c.Op, Kind: c.Kind.String(), SizeBefore: c.SizeBefore, SizeAfter: c.SizeAfter,
+			ModeBefore: octal(c.ModeBefore), ModeAfter: octal(c.ModeAfter)})
+	}
+	return out
+}
+
+// workspace is the vault presented as a directory for one run.
+type workspace struct {
+	mode   string
+	dir    string // what the command sees
+	base   string // our private temporary directory
+	server *exec.Cmd
+	since  time.Time // materialised: when the copy was complete
+}
+
+// owns tells the process runner which processes are avfs's own (the mount server).
+func (w *workspace) owns(pid int) bool {
+	return w.server != nil && w.server.Process != nil && pid == w.server.Process.Pid
+}
+
+func (r *Runner) tempDir() string {
+	if r.TempDir != "" {
+		return r.TempDir
+	}
+	return os.TempDir()
+}
+
+func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req Request) (*workspace, error) {
+	mode := req.MountMode
+	if mode == ModeAuto {
+		mode = ModeFUSE
+		if mount.Available() != nil {
+			mode = ModeMaterialize
+		}
+	}
+	if mode == ModeFUSE {
+		if err := mount.Available(); err != nil {
+			return nil, fmt.Errorf("proxy exec: --mount-mode fuse: %w", err)
+		}
+	}
+	ws := &workspace{mode: map[string]string{ModeFUSE: "fuse", ModeMaterialize: "materialized"}[mode]}
+	base, err := os.MkdirTemp(r.tempDir(), fmt.Sprintf("avfs-exec-%d-", os.Getpid()))
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeHostIO, "proxy exec: %w", err)
+	}
+	ws.base = base
+	ws.dir = filepath.Join(base, "root")
+	if mode == ModeMaterialize {
+		if _, err := v.Export(ctx, "/", ws.dir, false); err != nil {
+			os.RemoveAll(base)
+			return nil, fmt.Errorf("proxy exec: materialise the vault: %w", err)
+		}
+		ws.since = time.Now()
+		return ws, nil
+	}
+	if req.Mountpoint != "" {
+		if ws.dir, err = filepath.Abs(req.Mountpoint); err != nil {
+			os.RemoveAll(base)
+			return nil, wire.Errorf(wire.CodeInvalidInput, "proxy exec: --mountpoint: %v", err)
+		}
+	} else if err := os.Mkdir(ws.dir, 0o700); err != nil {
+		os.RemoveAll(base)
+		return nil, wire.Errorf(wire.CodeHostIO, "proxy exec: %w", err)
+	}
+	if err := r.startServer(ctx, ws, name, req.Readonly); err != nil {
+		os.RemoveAll(base)
+		return nil, err
+	}
+	return ws, nil
+}
+
+// startServer runs `avfs mount` for the vault at ws.dir and waits until it is ready.
+func (r *Runner) startServer(ctx context.Context, ws *workspace, name string, readonly bool) error {
+	exe := r.Exe
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return wire.Errorf(wire.CodeInternal, "proxy exec: find the avfs binary: %v", err)
+		}
+	}
+	args := []string{"--vault", name, "--json", "mount", ws.dir}
+	if readonly {
+		args = append(args, "--readonly")
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), "AVFS_HOME="+r.Store.Dir)
+	// The server goes when avfs goes, even on kill -9 (it then unmounts).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return wire.Errorf(wire.CodeInternal, "proxy exec: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return wire.Errorf(wire.CodeMountFailed, "proxy exec: start the mount server: %v", err)
+	}
+	ready := make(chan []byte, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadBytes('\n')
+		ready <- line
+		io.Copy(io.Discard, out)
+	}()
+	failStart := func(err error) error {
+		cmd.Process.Kill()
+		cmd.Wait()
+		mount.CleanStale(ws.dir)
+		return err
+	}
+	select {
+	case line := <-ready:
+		var doc map[string]any
+		if json.Unmarshal(line, &doc) != nil || doc["kind"] != "mount_ready" {
+			var e struct {
+				Error struct {
+					Code    wire.Code `json:"code"`
+					Message string    `json:"message"`
+				} `json:"error"`
+			}
+			cmd.Wait()
+			if json.Unmarshal(line, &e) == nil && e.Error.Code != "" {
+				return failStart(wire.Errorf(e.Error.Code, "proxy exec: mount: %s", e.Error.Message))
+			}
+			return failStart(wire.Errorf(wire.CodeMountFailed, "proxy exec: mount: %s%s", line, stderr.String()))
+		}
+	case <-time.After(30 * time.Second):
+		return failStart(wire.Errorf(wire.CodeMountFailed, "proxy exec: the mount was not ready after 30s"))
+	case <-ctx.Done():
+		return failStart(wire.Errorf(wire.CodeMountFailed, "proxy exec: interrupted while mounting"))
+	}
+	ws.server = cmd
+	return nil
+}
+
+// close unmounts (or syncs a materialised copy back) and removes the temporary directory.
+func (w *workspace) close(ctx context.Context, v *vault.Vault, readonly bool) error {
+	var err error
+	if w.server != nil {
+		w.server.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- w.server.Wait() }()
+		select {
+		case werr := <-done:
+			if werr != nil {
+				err = wire.Errorf(wire.CodeMountFailed, "unmount: the mount server failed: %v", werr)
+			}
+		case <-time.After(20 * time.Second):
+			w.server.Process.Kill()
+			<-done
+			err = wire.Errorf(wire.CodeMountFailed, "unmount: the mount server did not stop")
+		}
+		if mount.IsMounted(w.dir) {
+			_ = mount.Unmount(w.dir, true)
+		}
+		w.server = nil
+	} else if w.mode == "materialized" && !readonly {
+		if _, serr := v.Sync(ctx, w.dir, w.since); serr != nil {
+			err = fmt.Errorf("proxy exec: bring the changes back: %w", serr)
+		}
+	}
+	if w.base != "" {
+		if rerr := os.RemoveAll(w.base); rerr != nil && err == nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = wire.Errorf(wire.CodeHostIO, "proxy exec: remove %s: %v", w.base, rerr)
+		}
+	}
+	return err
+}
+
+// cleanStale removes what a killed avfs left in the temporary directory:
+// dead mounts and directories of processes that no longer run.
+func (r *Runner) cleanStale() {
+	ents, _ := os.ReadDir(r.tempDir())
+	for _, e := range ents {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, "avfs-exec-") {
+			continue
+		}
+		pidStr, _, _ := strings.Cut(strings.TrimPrefix(name, "avfs-exec-"), "-")
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		dir := filepath.Join(r.tempDir(), name)
+		root := filepath.Join(dir, "root")
+		_ = mount.CleanStale(root)
+		if mount.IsMounted(root) {
+			_ = mount.Unmount(root, true)
+		}
+		if !mount.IsMounted(root) {
+			os.RemoveAll(dir)
+		}
+	}
+}

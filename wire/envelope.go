@@ -1,0 +1,127 @@
+package wire
+
+import "time"
+
+// EnvelopeSchemaVersion is the version of the proxy exec envelope.
+const EnvelopeSchemaVersion = 1
+
+// EnvelopeKind is the envelope's kind field.
+const EnvelopeKind = "proxy_exec_result"
+
+// Envelope is the one JSON document `avfs proxy exec --json` prints. It is
+// documented in docs/envelope.md and described by docs/envelope.schema.json.
+type Envelope struct {
+	SchemaVersion int             `json:"schema_version"`
+	Kind          string          `json:"kind"`
+	ID            string          `json:"id"` // the execution id
+	Vault         string          `json:"vault"`
+	Decision      Decision        `json:"decision"`
+	Policy        PolicyReport    `json:"policy"`
+	Command       CommandReport   `json:"command"`
+	Checkpoint    *CheckpointRef  `json:"checkpoint"` // taken before the run, or null
+	Approval      *ApprovalRef    `json:"approval"`   // the approval asked for or used, or null
+	Mount         *MountReport    `json:"mount"`      // how the vault was presented, or null when not run
+	Process       *ProcessReport  `json:"process"`    // null when the command did not run
+	Changes       []Change        `json:"changes"`
+	Rollback      *RollbackReport `json:"rollback"` // set when --rollback-on-failure restored the checkpoint
+	Timing        Timing          `json:"timing"`
+	Error         *ErrorBody      `json:"error"`
+}
+
+// PolicyReport is the policy part of an envelope.
+type PolicyReport struct {
+	Reasons []Reason     `json:"reasons"`
+	Bundles []BundleInfo `json:"bundles"`
+	Trace   []TraceEvent `json:"trace,omitempty"` // with --explain
+	EvalUS  int64        `json:"eval_us"`
+}
+
+// CommandReport is what was asked to run.
+type CommandReport struct {
+	Argv  []string `json:"argv"`
+	Cwd   string   `json:"cwd"`             // vault-absolute
+	Shell string   `json:"shell,omitempty"` // the script given with --shell
+}
+
+// CheckpointRef names a checkpoint.
+type CheckpointRef struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+}
+
+// ApprovalRef is an approval as the envelope reports it.
+type ApprovalRef struct {
+	ID        string    `json:"id"`
+	Status    string    `json:"status"` // pending, granted, denied, used, expired
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// MountReport says how the command saw the vault.
+type MountReport struct {
+	Mode string `json:"mode"` // "fuse" or "materialized"
+	Dir  string `json:"dir"`  // where it was mounted or materialised (gone after the run)
+}
+
+// ProcessReport is how the command ran. Output that is valid UTF-8 is a
+// string; other output is base64 with encoding "base64". Output beyond the
+// capture limit keeps its head and tail, with an omission marker line
+// between them (utf-8) or at omitted_at (base64).
+type ProcessReport struct {
+	ExitCode          int    `json:"exit_code"`
+	Signal            string `json:"signal"` // "SIGKILL" when a signal ended it, else ""
+	TimedOut          bool   `json:"timed_out"`
+	DurationMS        int64  `json:"duration_ms"`
+	Stdout            string `json:"stdout"`
+	Stderr            string `json:"stderr"`
+	StdoutEncoding    string `json:"stdout_encoding"` // "utf-8" or "base64"
+	StderrEncoding    string `json:"stderr_encoding"`
+	StdoutBytes       int64  `json:"stdout_bytes"` // bytes the command wrote
+	StderrBytes       int64  `json:"stderr_bytes"`
+	StdoutTruncated   bool   `json:"stdout_truncated"`
+	StderrTruncated   bool   `json:"stderr_truncated"`
+	StdoutOmittedAt   int64  `json:"stdout_omitted_at,omitempty"` // base64 output: byte offset of the cut
+	StderrOmittedAt   int64  `json:"stderr_omitted_at,omitempty"`
+	KilledDescendants int    `json:"killed_descendants"` // processes it left running that avfs ended
+}
+
+// Change is one path the command added, modified or deleted.
+type Change struct {
+	Path       string `json:"path"` // vault-absolute
+	Op         string `json:"op"`   // added, modified, deleted
+	Kind       string `json:"kind"` // file, dir, symlink
+	SizeBefore *int64 `json:"size_before"`
+	SizeAfter  *int64 `json:"size_after"`
+	ModeBefore string `json:"mode_before,omitempty"` // octal, "0644"
+	ModeAfter  string `json:"mode_after,omitempty"`
+}
+
+// RollbackReport says that the vault was put back after a failed run.
+type RollbackReport struct {
+	Restored   bool          `json:"restored"`
+	Checkpoint CheckpointRef `json:"checkpoint"`
+	Reason     string        `json:"reason"` // "exit_code" or "timed_out"
+}
+
+// Timing breaks the run down by stage, in milliseconds.
+type Timing struct {
+	PolicyMS     float64 `json:"policy_ms"`
+	CheckpointMS float64 `json:"checkpoint_ms"`
+	MountMS      float64 `json:"mount_ms"` // mounting and unmounting (or materialising and syncing back)
+	RunMS        float64 `json:"run_ms"`
+	SummaryMS    float64 `json:"summary_ms"`
+	TotalMS      float64 `json:"total_ms"`
+}
+
+// ErrorBody is the envelope's error: what kept avfs from doing its part.
+type ErrorBody struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+}
+
+// Exit statuses of avfs proxy exec, as timeout(1) uses them.
+const (
+	ExitTimedOut   = 124 // the command ran out of time
+	ExitAvfsFailed = 125 // avfs itself failed (bad input, vault, mount)
+	ExitNotRun     = 126 // not run: deny or require_approval (or not executable)
+	ExitNotFound   = 127 // the program does not exist
+)
