@@ -1,0 +1,136 @@
+package wire
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/rego"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func i64(n int64) *int64 { return &n }
+
+// goldenEnvelopes are envelopes for each way a run ends.
+func goldenEnvelopes() map[string]Envelope {
+	policy := PolicyReport{
+		Reasons: []Reason{{ID: "avfs.checkpoint.changes", Message: "Commands that may change the vault run after a checkpoint: > a.txt", Decision: AllowWithCheckpoint}},
+		Bundles: []BundleInfo{{Name: "default", Revision: "avfs-default-1", Roots: []string{"avfs"}}},
+		EvalUS:  412,
+	}
+	ran := Envelope{
+		SchemaVersion: EnvelopeSchemaVersion, Kind: EnvelopeKind, ID: "ex-20261129T120410-2d33a8918bc6", Vault: "default",
+		Decision: AllowWithCheckpoint, Policy: policy,
+		Command:    CommandReport{Argv: []string{}, Cwd: "/", Shell: "echo hello > a.txt"},
+		Checkpoint: &CheckpointRef{ID: 3, Name: "ex-20261129T120410-2d33a8918bc6"},
+		Mount:      &MountReport{Mode: "fuse", Dir: "/tmp/avfs-exec-4242-1/root"},
+		Process: &ProcessReport{ExitCode: 0, DurationMS: 12, Stdout: "", Stderr: "", StdoutEncoding: "utf-8", StderrEncoding: "utf-8",
+			StdoutBytes: 0, StderrBytes: 0},
+		Changes: []Change{{Path: "/a.txt", Op: "added", Kind: "file", SizeAfter: i64(6), ModeAfter: "0644"},
+			{Path: "/old.txt", Op: "deleted", Kind: "file", SizeBefore: i64(3), ModeBefore: "0600"}},
+		Timing: Timing{PolicyMS: 1.5, CheckpointMS: 0.4, MountMS: 30.2, RunMS: 12.1, SummaryMS: 0.3, TotalMS: 45},
+	}
+	denied := Envelope{
+		SchemaVersion: EnvelopeSchemaVersion, Kind: EnvelopeKind, ID: "ex-20261129T120411-aaaaaaaaaaaa", Vault: "default",
+		Decision: Deny,
+		Policy: PolicyReport{Reasons: []Reason{{ID: "avfs.deny.outside_vault", Message: "Paths outside the vault are denied: /etc/passwd", Decision: Deny}},
+			Bundles: policy.Bundles, EvalUS: 300},
+		Command: CommandReport{Argv: []string{"cat", "/etc/passwd"}, Cwd: "/"},
+		Changes: []Change{},
+		Timing:  Timing{PolicyMS: 1.1, TotalMS: 1.3},
+	}
+	approval := denied
+	approval.ID, approval.Decision = "ex-20261129T120412-bbbbbbbbbbbb", RequireApproval
+	approval.Policy.Reasons = []Reason{{ID: "avfs.approval.network", Message: "Network programs need approval: curl https://example.com", Decision: RequireApproval}}
+	approval.Command = CommandReport{Argv: []string{"curl", "https://example.com"}, Cwd: "/"}
+	approval.Approval = &ApprovalRef{ID: "ap-b2f725522f7b311f", Status: "pending", ExpiresAt: time.Date(2026, 11, 29, 13, 4, 12, 0, time.UTC)}
+	timedOut := ran
+	timedOut.ID = "ex-20261129T120413-cccccccccccc"
+	timedOut.Command = CommandReport{Argv: []string{"sh", "-c", "yes; sleep 100"}, Cwd: "/src"}
+	timedOut.Process = &ProcessReport{ExitCode: 143, Signal: "SIGTERM", TimedOut: true, DurationMS: 2000,
+		Stdout: "y\ny\n\n[avfs: 1000 bytes omitted]\ny\n", StdoutEncoding: "utf-8", Stderr: "AAEC", StderrEncoding: "base64",
+		StdoutBytes: 1010, StderrBytes: 3, StdoutTruncated: true, KilledDescendants: 1}
+	timedOut.Changes = []Change{}
+	timedOut.Rollback = &RollbackReport{Restored: true, Checkpoint: *ran.Checkpoint, Reason: "timed_out"}
+	failed := denied
+	failed.ID, failed.Decision = "ex-20261129T120414-dddddddddddd", AllowWithCheckpoint
+	failed.Error = &ErrorBody{Code: CodeMountFailed, Message: "proxy exec: the mount was not ready after 30s"}
+	return map[string]Envelope{"envelope_ran": ran, "envelope_denied": denied, "envelope_approval": approval, "envelope_timed_out": timedOut, "envelope_failed": failed}
+}
+
+// TestGoldenEnvelopes pins the envelope's JSON and checks it against the
+// published JSON Schema (with OPA's json.match_schema).
+func TestGoldenEnvelopes(t *testing.T) {
+	schema, err := os.ReadFile(filepath.Join("..", "docs", "envelope.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schemaDoc any
+	if err := json.Unmarshal(schema, &schemaDoc); err != nil {
+		t.Fatalf("schema: %v", err)
+	}
+	pq, err := rego.New(rego.Query("[ok, errs] := json.match_schema(input.doc, input.schema)")).PrepareForEval(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, env := range goldenEnvelopes() {
+		t.Run(name, func(t *testing.T) {
+			got, err := json.MarshalIndent(env, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			path := filepath.Join("testdata", "golden", name+".json")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./wire -update)", err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("%s changed: fields may be added, never renamed or removed.\n got %s\nwant %s", name, got, want)
+			}
+			var doc any
+			if err := json.Unmarshal(want, &doc); err != nil {
+				t.Fatal(err)
+			}
+			rs, err := pq.Eval(context.Background(), rego.EvalInput(map[string]any{"doc": doc, "schema": schemaDoc}))
+			if err != nil || len(rs) != 1 {
+				t.Fatalf("schema check: %v %v", rs, err)
+			}
+			if ok, _ := rs[0].Bindings["ok"].(bool); !ok {
+				t.Errorf("%s does not match docs/envelope.schema.json: %v", name, rs[0].Bindings["errs"])
+			}
+		})
+	}
+	// The schema rejects an envelope with a required field missing.
+	var doc map[string]any
+	b, _ := json.Marshal(goldenEnvelopes()["envelope_ran"])
+	json.Unmarshal(b, &doc)
+	delete(doc, "timing")
+	rs, err := pq.Eval(context.Background(), rego.EvalInput(map[string]any{"doc": doc, "schema": schemaDoc}))
+	if err != nil || len(rs) != 1 {
+		t.Fatal(err)
+	}
+	if ok, _ := rs[0].Bindings["ok"].(bool); ok {
+		t.Error("the schema accepts an envelope without timing")
+	}
+}
+
+// TestGoldenErrorDocument pins the error document every command prints with --json.
+func TestGoldenErrorDocument(t *testing.T) {
+	err := Errorf(CodeQuotaExceeded, "write /big: vault size quota exceeded").With("quota", "max_size_mb").With("limit", 1)
+	got, _ := json.Marshal(ErrorDocument{Error: ErrorObject(err)})
+	want := `{"error":{"code":"quota_exceeded","limit":1,"message":"write /big: vault size quota exceeded","quota":"max_size_mb"}}`
+	if string(got) != want {
+		t.Errorf("error document:\n got %s\nwant %s", got, want)
+	}
+}
