@@ -149,7 +149,7 @@ func TestInputValue(t *testing.T) {
 	c := readCase(t, "curl_pipe_sh")
 	c.Input.Command.Assignments = map[string]string{"A": "1"}
 	c.Input.Command.FlagValues = map[string]string{"--x": "y"}
-	c.Input.Command.Wrappers = []wire.Wrapper{{Name: "env", Argv: []string{"env", "A=1"}}}
+	c.Input.Command.Wrappers = []wire.Wrapper{{Name: "env", Argv: []string{"env", "A=1"}, Flags: []string{}, FlagValues: map[string]string{}, Operands: []string{}}}
 	c.Input.Paths = []wire.Path{{Arg: "a", Path: "/a", InsideVault: true, Source: "arg"}}
 	c.Input.Vault.Quotas.MaxFiles = 7
 	bs, err := json.Marshal(&c.Input)
