@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,7 +23,7 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("AVFS_MOUNT_SERVE") == "1" {
 		serveChild()
-		return
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -31,6 +32,13 @@ func serveChild() {
 	ctx := context.Background()
 	if lim := os.Getenv("AVFS_MOUNT_MEMLIMIT"); lim != "" {
 		fmt.Sscan(lim, &memLimit)
+	}
+	if p := os.Getenv("AVFS_MOUNT_CPUPROFILE"); p != "" { // for profiling the server by hand
+		f, err := os.Create(p)
+		if err == nil {
+			pprof.StartCPUProfile(f)
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
 	}
 	v, err := vault.Open(ctx, os.Getenv("AVFS_VAULT_PATH"), vault.Options{Actor: "mount"})
 	if err != nil {
@@ -53,7 +61,6 @@ func serveChild() {
 	case <-sess.Done():
 	}
 	v.Close()
-	os.Exit(0)
 }
 
 // requireFUSE skips without FUSE, except in CI, where it fails.

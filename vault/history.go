@@ -77,7 +77,7 @@ func (t *txn) recordVersionAt(in *inode, path, op string) error {
 }
 
 // historyIno finds the inode whose history PATH names: the live file at
-// path, else the file that last had that path.
+// path, else the file last deleted at that path.
 func (v *Vault) historyIno(ctx context.Context, q querier, path string) (int64, error) {
 	if ino, err := v.resolve(ctx, q, path, false); err == nil {
 		return ino, nil
@@ -85,7 +85,7 @@ func (v *Vault) historyIno(ctx context.Context, q querier, path string) (int64, 
 		return 0, err
 	}
 	var ino int64
-	err := q.QueryRowContext(ctx, "SELECT ino FROM versions WHERE path = ? ORDER BY time_ns DESC, id DESC LIMIT 1", path).Scan(&ino)
+	err := q.QueryRowContext(ctx, "SELECT ino FROM versions WHERE path = ? AND op = 'delete' ORDER BY time_ns DESC, n DESC LIMIT 1", path).Scan(&ino)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, wire.Errorf(wire.CodeNotFound, "%s: no such file and no history", path).With("path", path)
 	}
@@ -284,8 +284,8 @@ func (v *Vault) Prune(ctx context.Context, keep int64) (PruneResult, error) {
 	}
 	var res PruneResult
 	err := v.update(ctx, "prune history", func(t *txn) error {
-		r, err := t.tx.ExecContext(ctx, `DELETE FROM versions WHERE id IN (
-			SELECT id FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY ino ORDER BY n DESC) AS rn FROM versions) WHERE rn > ?)`, keep)
+		r, err := t.tx.ExecContext(ctx, `DELETE FROM versions WHERE (ino, n) IN (
+			SELECT ino, n FROM (SELECT ino, n, ROW_NUMBER() OVER (PARTITION BY ino ORDER BY n DESC) AS rn FROM versions) WHERE rn > ?)`, keep)
 		if err != nil {
 			return err
 		}

@@ -86,7 +86,6 @@ CREATE TABLE checkpoints (
 );
 
 CREATE TABLE versions (
-	id      INTEGER PRIMARY KEY,
 	ino     INTEGER NOT NULL,
 	n       INTEGER NOT NULL,
 	path    TEXT    NOT NULL,
@@ -97,8 +96,8 @@ CREATE TABLE versions (
 	size    INTEGER NOT NULL,
 	target  TEXT    NOT NULL DEFAULT '',
 	chunks  BLOB    NOT NULL DEFAULT x'',
-	UNIQUE (ino, n)
-);
+	PRIMARY KEY (ino, n)
+) WITHOUT ROWID;
 
 CREATE TABLE audit (
 	id        INTEGER PRIMARY KEY,
@@ -168,5 +167,5 @@ CREATE UNIQUE INDEX dentries_live ON dentries(parent, name) WHERE gen_to = 92233
 CREATE INDEX dentries_ino ON dentries(ino, gen_to);
 CREATE INDEX dentries_gen_from ON dentries(gen_from) WHERE gen_from > 1;
 CREATE INDEX dentries_gen_to ON dentries(gen_to) WHERE gen_to < 9223372036854775807;
-CREATE INDEX versions_path ON versions(path);
+CREATE INDEX versions_deleted ON versions(path) WHERE op = 'delete';
 `
