@@ -150,6 +150,16 @@ func (v *Vault) Check(ctx context.Context) (CheckReport, error) {
 				add("nlink", fmt.Sprintf("link count is %d, expected %d", in.nlink, want), in.ino)
 			}
 		}
+		var dupInodes, dupEntries int64
+		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT ino FROM inodes WHERE gen_to = `+liveSQL+` GROUP BY ino HAVING COUNT(*) > 1)`).Scan(&dupInodes); err != nil {
+			return err
+		}
+		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM dentries WHERE gen_to = `+liveSQL+` GROUP BY parent, name HAVING COUNT(*) > 1)`).Scan(&dupEntries); err != nil {
+			return err
+		}
+		if dupInodes > 0 || dupEntries > 0 {
+			add("duplicate_live", fmt.Sprintf("%d inodes and %d directory entries have more than one live row", dupInodes, dupEntries), nil)
+		}
 		var dangling int64
 		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM dentries d WHERE d.gen_to = ? AND NOT EXISTS
 			(SELECT 1 FROM inodes i WHERE i.ino = d.ino AND i.gen_to = ?)`, live, live).Scan(&dangling); err != nil {
