@@ -11,7 +11,7 @@ import (
 
 // Issue is one problem found by Check or VerifyAudit.
 type Issue struct {
-	Check   string `json:"check"` // which invariant: sqlite, chunk_missing, chunk_hash, size, orphan, dangling_entry, counters, audit_chain, parent
+	Check   string `json:"check"` // which invariant: sqlite, chunk_missing, chunk_hash, size, orphan, nlink, dangling_entry, duplicate_live, counters, audit_chain
 	Message string `json:"message"`
 	Ref     any    `json:"ref,omitempty"` // the row concerned (inode, chunk, audit id)
 }
