@@ -212,22 +212,9 @@ type changedIno struct {
 // changedInodes lists the inodes live now whose rows changed after gen g,
 // and those that existed at g but not now, with their current paths.
 func changedInodes(ctx context.Context, q querier, g, G int64) ([]changedIno, error) {
-	rows, err := q.QueryContext(ctx, `SELECT ino FROM inodes WHERE gen_to = ? AND gen_from > ? AND gen_from > 1
+	inos, err := queryInts(ctx, q, `SELECT ino FROM inodes WHERE gen_to = ? AND gen_from > ? AND gen_from > 1
 		UNION SELECT ino FROM inodes WHERE gen_to > ? AND gen_to < ? AND gen_from <= ?`, live, g, g, live, g)
 	if err != nil {
-		return nil, err
-	}
-	var inos []int64
-	for rows.Next() {
-		var ino int64
-		if err := rows.Scan(&ino); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		inos = append(inos, ino)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	out := make([]changedIno, 0, len(inos))

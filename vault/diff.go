@@ -184,22 +184,9 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 		}
 	}
 	// Inodes whose attributes or content changed in place.
-	rows, err = q.QueryContext(ctx, `SELECT ino FROM inodes WHERE gen_from > 1 AND gen_from > ? AND gen_from <= ?
+	inos, err := queryInts(ctx, q, `SELECT ino FROM inodes WHERE gen_from > 1 AND gen_from > ? AND gen_from <= ?
 		UNION SELECT ino FROM inodes WHERE gen_to > ? AND gen_to <= ? AND gen_to < ?`, lo, hi, lo, hi, live)
 	if err != nil {
-		return nil, err
-	}
-	var inos []int64
-	for rows.Next() {
-		var ino int64
-		if err := rows.Scan(&ino); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		inos = append(inos, ino)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	for _, ino := range inos {
@@ -268,4 +255,22 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
+}
+
+// queryInts returns the integers of a one-column query.
+func queryInts(ctx context.Context, q querier, query string, args ...any) ([]int64, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var n int64
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
 }

@@ -53,16 +53,7 @@ func (v *Vault) Import(ctx context.Context, hostPath, vaultPath string) (Transfe
 			if err != nil {
 				return wire.Errorf(wire.CodeHostIO, "read %s: %w", hp, err)
 			}
-			mode := uint32(fi.Mode().Perm())
-			if fi.Mode()&fs.ModeSetuid != 0 {
-				mode |= 0o4000
-			}
-			if fi.Mode()&fs.ModeSetgid != 0 {
-				mode |= 0o2000
-			}
-			if fi.Mode()&fs.ModeSticky != 0 {
-				mode |= 0o1000
-			}
+			mode := hostMode(fi)
 			var in *inode
 			switch {
 			case fi.IsDir():
