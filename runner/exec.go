@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/hmac"
@@ -542,10 +541,17 @@ func (r *Runner) startServer(ctx context.Context, ws *workspace, name string, re
 	if err := cmd.Start(); err != nil {
 		return wire.Errorf(wire.CodeMountFailed, "proxy exec: start the mount server: %v", err)
 	}
+	// The first document is the ready line, or an error document, which
+	// the server prints indented over several lines.
 	ready := make(chan []byte, 1)
 	go func() {
-		line, _ := bufio.NewReader(out).ReadBytes('\n')
-		ready <- line
+		var doc json.RawMessage
+		dec := json.NewDecoder(out)
+		if err := dec.Decode(&doc); err != nil {
+			b, _ := io.ReadAll(io.MultiReader(dec.Buffered(), out))
+			doc = b
+		}
+		ready <- doc
 		io.Copy(io.Discard, out)
 	}()
 	failStart := func(err error) error {
@@ -555,20 +561,20 @@ func (r *Runner) startServer(ctx context.Context, ws *workspace, name string, re
 		return err
 	}
 	select {
-	case line := <-ready:
+	case first := <-ready:
 		var doc map[string]any
-		if json.Unmarshal(line, &doc) != nil || doc["kind"] != "mount_ready" {
+		if json.Unmarshal(first, &doc) != nil || doc["kind"] != "mount_ready" {
 			var e struct {
 				Error struct {
 					Code    wire.Code `json:"code"`
 					Message string    `json:"message"`
 				} `json:"error"`
 			}
-			cmd.Wait()
-			if json.Unmarshal(line, &e) == nil && e.Error.Code != "" {
-				return failStart(wire.Errorf(e.Error.Code, "proxy exec: mount: %s", e.Error.Message))
+			failStart(nil) // waits for the server: its stderr is complete after it
+			if json.Unmarshal(first, &e) == nil && e.Error.Code != "" {
+				return wire.Errorf(e.Error.Code, "proxy exec: mount: %s", e.Error.Message)
 			}
-			return failStart(wire.Errorf(wire.CodeMountFailed, "proxy exec: mount: %s%s", line, stderr.String()))
+			return wire.Errorf(wire.CodeMountFailed, "proxy exec: mount: %s%s", bytes.TrimSpace(first), stderr.String())
 		}
 	case <-time.After(30 * time.Second):
 		return failStart(wire.Errorf(wire.CodeMountFailed, "proxy exec: the mount was not ready after 30s"))
