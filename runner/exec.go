@@ -32,7 +32,17 @@ import (
 const (
 	DefaultTimeout = 300 * time.Second
 	DefaultTTL     = time.Hour // how long an approval stays valid
+	// DefaultBusyWait is how long a run waits for the vault while another
+	// run (or a writer mount) holds it.
+	DefaultBusyWait = 30 * time.Second
 )
+
+// LockExec is the vault lock a run that may change the vault holds from
+// before its checkpoint to after its change summary, so that runs on one
+// vault take turns: a checkpoint, a change summary and a rollback only ever
+// see the run's own changes, and materialised copies never overwrite each
+// other's changes.
+const LockExec = "exec"
 
 // Mount modes.
 const (
@@ -69,8 +79,11 @@ type Request struct {
 	ApprovalID        string    // run under this granted approval
 	ApprovalTTL       time.Duration
 	RollbackOnFailure bool
-	Explain           string // policy trace mode
-	Readonly          bool   // mount read-only: the command can change nothing
+	// BusyWait is how long to wait while another run or a writer mount
+	// holds the vault (0: fail at once with vault_busy).
+	BusyWait time.Duration
+	Explain  string // policy trace mode
+	Readonly bool   // mount read-only: the command can change nothing
 }
 
 // envAllow are the host variables a command sees; nothing else passes
@@ -183,6 +196,20 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 			env.Approval = &wire.ApprovalRef{ID: a.ID, Status: a.Status, ExpiresAt: a.ExpiresAt.UTC()}
 			return wire.ExitNotRun
 		}
+	}
+
+	// 2. Wait for the vault (before an approval is used up), then checkpoint
+	// (approved runs and --rollback-on-failure also get one).
+	t = time.Now()
+	busyUntil := time.Now().Add(req.BusyWait)
+	if !req.Readonly {
+		err := waitBusy(ctx, busyUntil, func() error { return v.Lock(ctx, LockExec, env.ID) })
+		if err != nil {
+			return fail(env, fmt.Errorf("proxy exec: waited %s for the vault: %w", req.BusyWait, err))
+		}
+		defer v.Unlock(context.WithoutCancel(ctx), LockExec)
+	}
+	if res.Decision == wire.RequireApproval {
 		a, err := v.UseApproval(ctx, req.ApprovalID, digest, env.ID, r.checkGrant)
 		if err != nil {
 			if a2, gerr := v.Approval(ctx, req.ApprovalID); gerr == nil {
@@ -195,8 +222,6 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 		env.Approval = &wire.ApprovalRef{ID: a.ID, Status: a.Status, ExpiresAt: a.ExpiresAt.UTC()}
 	}
 
-	// 2. Checkpoint (approved runs and --rollback-on-failure also get one).
-	t = time.Now()
 	var cp *vault.Checkpoint
 	if res.Decision == wire.AllowWithCheckpoint || res.Decision == wire.RequireApproval || req.RollbackOnFailure {
 		c, err := v.SaveCheckpoint(ctx, env.ID, "before proxy exec "+env.ID)
@@ -215,7 +240,7 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 
 	// 3. Mount (or materialise).
 	t = time.Now()
-	ws, err := r.present(ctx, v, info.Name, req)
+	ws, err := r.present(ctx, v, info.Name, req, busyUntil)
 	if err != nil {
 		return fail(env, err)
 	}
@@ -457,6 +482,36 @@ type workspace struct {
 	base   string // our private temporary directory
 	server *exec.Cmd
 	since  time.Time // materialised: when the copy was complete
+	locked bool      // materialised: we hold the vault's mount lock
+}
+
+// unlock releases the mount lock of a materialised copy.
+func (w *workspace) unlock(v *vault.Vault) {
+	if w.locked {
+		_ = v.Unlock(context.Background(), vault.LockMount)
+		w.locked = false
+	}
+}
+
+// waitBusy calls f until it does not fail with vault_busy, or until is
+// past, or ctx is done; it returns f's last error.
+func waitBusy(ctx context.Context, until time.Time, f func() error) error {
+	delay := 10 * time.Millisecond
+	for {
+		err := f()
+		left := time.Until(until)
+		if !wire.HasCode(err, wire.CodeVaultBusy) || left <= 0 {
+			return err
+		}
+		t := time.NewTimer(min(delay, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
 }
 
 // owns tells the process runner which processes are avfs's own (the mount server).
@@ -471,7 +526,7 @@ func (r *Runner) tempDir() string {
 	return os.TempDir()
 }
 
-func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req Request) (*workspace, error) {
+func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req Request, busyUntil time.Time) (*workspace, error) {
 	mode := req.MountMode
 	if mode == ModeAuto {
 		mode = ModeFUSE
@@ -492,7 +547,17 @@ func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req R
 	ws.base = base
 	ws.dir = filepath.Join(base, "root")
 	if mode == ModeMaterialize {
+		// The copy is synced back at the end: no writer mount may change
+		// the vault meanwhile.
+		if !req.Readonly {
+			if err := waitBusy(ctx, busyUntil, func() error { return v.Lock(ctx, vault.LockMount, ws.dir) }); err != nil {
+				os.RemoveAll(base)
+				return nil, fmt.Errorf("proxy exec: materialise the vault: %w", err)
+			}
+			ws.locked = true
+		}
 		if _, err := v.Export(ctx, "/", ws.dir, false); err != nil {
+			ws.unlock(v)
 			os.RemoveAll(base)
 			return nil, fmt.Errorf("proxy exec: materialise the vault: %w", err)
 		}
@@ -508,7 +573,9 @@ func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req R
 		os.RemoveAll(base)
 		return nil, wire.Errorf(wire.CodeHostIO, "proxy exec: %w", err)
 	}
-	if err := r.startServer(ctx, ws, name, req.Readonly); err != nil {
+	// A writer mount of the vault (one left by a killed run, say) makes the
+	// server fail with vault_busy until it is gone.
+	if err := waitBusy(ctx, busyUntil, func() error { return r.startServer(ctx, ws, name, req.Readonly) }); err != nil {
 		os.RemoveAll(base)
 		return nil, err
 	}
@@ -611,6 +678,7 @@ func (w *workspace) close(ctx context.Context, v *vault.Vault, readonly bool) er
 			err = fmt.Errorf("proxy exec: bring the changes back: %w", serr)
 		}
 	}
+	w.unlock(v)
 	if w.base != "" {
 		if rerr := os.RemoveAll(w.base); rerr != nil && err == nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = wire.Errorf(wire.CodeHostIO, "proxy exec: remove %s: %v", w.base, rerr)
