@@ -591,7 +591,7 @@ func (r *Runner) startServer(ctx context.Context, ws *workspace, name string, re
 			return wire.Errorf(wire.CodeInternal, "proxy exec: find the avfs binary: %v", err)
 		}
 	}
-	args := []string{"--vault", name, "--json", "mount", ws.dir}
+	args := []string{"--vault", name, "--json", "mount", "--end-holders", ws.dir}
 	if readonly {
 		args = append(args, "--readonly")
 	}
