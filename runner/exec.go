@@ -688,7 +688,8 @@ func (w *workspace) close(ctx context.Context, v *vault.Vault, readonly bool) er
 }
 
 // cleanStale removes what a killed avfs left in the temporary directory:
-// dead mounts and directories of processes that no longer run.
+// the processes of its run that still use its mount or copy, dead mounts,
+// and the directories of processes that no longer run.
 func (r *Runner) cleanStale() {
 	ents, _ := os.ReadDir(r.tempDir())
 	for _, e := range ents {
@@ -703,9 +704,12 @@ func (r *Runner) cleanStale() {
 		}
 		dir := filepath.Join(r.tempDir(), name)
 		root := filepath.Join(dir, "root")
+		mount.KillHolders(root, 2*time.Second) // before a dead mount is detached, while their paths still show where they are
 		_ = mount.CleanStale(root)
 		if mount.IsMounted(root) {
-			_ = mount.Unmount(root, true)
+			if mount.Unmount(root, false) != nil {
+				_ = mount.Unmount(root, true)
+			}
 		}
 		if !mount.IsMounted(root) {
 			os.RemoveAll(dir)
