@@ -598,7 +598,9 @@ func (r *Runner) startServer(ctx context.Context, ws *workspace, name string, re
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "AVFS_HOME="+r.Store.Dir)
 	// The server goes when avfs goes, even on kill -9 (it then unmounts).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	// Its own process group keeps a terminal's Ctrl-C from it: avfs stops
+	// it once the command has ended (which gets its SIGTERM and kill grace).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
