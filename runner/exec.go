@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -188,7 +189,7 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 		return wire.ExitNotRun
 	case wire.RequireApproval:
 		if req.ApprovalID == "" {
-			a, err := v.CreateApproval(ctx, vault.ApprovalRequest{Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Vault: info.Name,
+			a, err := v.CreateApproval(ctx, vault.ApprovalRequest{Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: req.Env, Vault: info.Name,
 				BundleRevision: revisions(res.Bundles), Reasons: reasonIDs(res.Reasons), Digest: digest, TTL: req.ApprovalTTL})
 			if err != nil {
 				return fail(env, err)
@@ -343,15 +344,19 @@ func revisions(bs []wire.BundleInfo) string {
 }
 
 // digest binds an approval to exactly what runs: argv or script, cwd,
-// vault and the policy bundles' revisions.
+// vault, the policy bundles' revisions, and the variables asked for with
+// --env (GIT_SSH_COMMAND=… or LD_PRELOAD=… change what a command does).
 func (r *Runner) digest(req Request, cwd, vaultName string, bs []wire.BundleInfo) string {
+	env := slices.Clone(req.Env)
+	slices.Sort(env)
 	b, _ := json.Marshal(struct {
 		Argv    []string `json:"argv"`
 		Shell   string   `json:"shell"`
 		Cwd     string   `json:"cwd"`
 		Vault   string   `json:"vault"`
 		Bundles string   `json:"bundles"`
-	}{req.Argv, req.Shell, cwd, vaultName, revisions(bs)})
+		Env     []string `json:"env,omitempty"`
+	}{req.Argv, req.Shell, cwd, vaultName, revisions(bs), env})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
