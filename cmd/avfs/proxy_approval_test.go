@@ -16,6 +16,15 @@ import (
 func approvalBundle(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
+	writeApprovalBundle(t, dir)
+	return dir
+}
+
+func writeApprovalBundle(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	files := map[string]string{
 		".manifest": `{"revision": "proxytest-1", "roots": ["extensions/proxytest"]}`,
 		"proxytest.rego": `package extensions.proxytest
@@ -42,7 +51,6 @@ reason(meta, subject) := {
 			t.Fatal(err)
 		}
 	}
-	return dir
 }
 
 // request runs argv, which must need approval, and returns the approval id.

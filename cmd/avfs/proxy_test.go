@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -123,9 +124,6 @@ func checkNothingLeft(t *testing.T, tmp string) {
 			t.Errorf("left in TMPDIR: %s", e.Name())
 		}
 	}
-	if m := mountsUnder(tmp); len(m) > 0 {
-		t.Errorf("mounts left: %q", m)
-	}
 	// Processes that were killed may take a moment to leave /proc.
 	var left []string
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -136,6 +134,19 @@ func checkNothingLeft(t *testing.T, tmp string) {
 	}
 	if len(left) > 0 {
 		t.Errorf("processes left: %q", left)
+		mount.KillHolders(tmp, time.Second) // do not leave them to the next tests
+		for _, p := range left {
+			pid, _, _ := strings.Cut(p, " ")
+			if n, err := strconv.Atoi(pid); err == nil {
+				syscall.Kill(n, syscall.SIGKILL)
+			}
+		}
+	}
+	if m := mountsUnder(tmp); len(m) > 0 {
+		t.Errorf("mounts left: %q", m)
+		for _, dir := range m {
+			mount.Unmount(dir, true)
+		}
 	}
 }
 
