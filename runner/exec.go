@@ -209,6 +209,11 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 			return fail(env, fmt.Errorf("proxy exec: waited %s for the vault: %w", req.BusyWait, err))
 		}
 		defer v.Unlock(context.WithoutCancel(ctx), LockExec)
+		// Marks are only taken under the lock: any left are of runs whose
+		// avfs was killed, and would keep old rows forever.
+		if _, err := v.ReleaseMarks(ctx); err != nil {
+			return fail(env, err)
+		}
 	}
 	if res.Decision == wire.RequireApproval {
 		a, err := v.UseApproval(ctx, req.ApprovalID, digest, env.ID, r.checkGrant)
@@ -232,11 +237,16 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 		cp = &c
 		env.Checkpoint = &wire.CheckpointRef{ID: c.ID, Name: c.Name}
 	}
-	mark, err := v.Mark(ctx, env.ID)
-	if err != nil {
-		return fail(env, err)
+	// A read-only run changes nothing (and holds no lock to mark under).
+	var mark *vault.Mark
+	if !req.Readonly {
+		m, err := v.Mark(ctx, env.ID)
+		if err != nil {
+			return fail(env, err)
+		}
+		mark = &m
+		defer v.Release(context.WithoutCancel(ctx), m)
 	}
-	defer v.Release(context.WithoutCancel(ctx), mark)
 	env.Timing.CheckpointMS = ms(time.Since(t))
 
 	// 3. Mount (or materialise).
@@ -285,9 +295,11 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 
 	// 6. Summarise, roll back if asked, audit.
 	t = time.Now()
-	changes, err := v.ChangesSince(context.WithoutCancel(ctx), mark)
-	if err != nil {
-		return fail(env, err)
+	var changes []vault.Change
+	if mark != nil {
+		if changes, err = v.ChangesSince(context.WithoutCancel(ctx), *mark); err != nil {
+			return fail(env, err)
+		}
 	}
 	env.Changes = wireChanges(changes)
 	env.Timing.SummaryMS = ms(time.Since(t))

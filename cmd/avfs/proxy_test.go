@@ -597,6 +597,14 @@ func TestProxyDecisions(t *testing.T) {
 		equalSlice(t, "reasons", reasonIDsOf(r.env), []string{"avfs.approval.network"})
 		equal(t, "approval status", a.approvalStatus(r.env.Approval.ID), "pending")
 
+		// Read-only: nothing the command does reaches the vault.
+		r = a.proxy(append(m, "--readonly"), "sh", "-c", "echo x > ro; echo y > f")
+		if r.env.Process == nil || r.env.Error != nil || len(r.env.Changes) != 0 {
+			t.Fatalf("--readonly: %s", r.raw)
+		}
+		equalSlice(t, "files after a read-only run", a.ls("/"), []string{"f"})
+		equal(t, "f after a read-only run", a.cat("/f"), "x\n")
+
 		// A working directory that is not in the vault is avfs's error (125).
 		r = a.proxy(append(m, "--cwd", "/missing"), "ls")
 		if r.code != wire.ExitAvfsFailed || r.env.Error == nil || r.env.Error.Code != wire.CodeInvalidInput || r.env.Process != nil {
@@ -1099,6 +1107,14 @@ func TestProxyKilled(t *testing.T) {
 			equalSlice(t, "files", names, []string{"during.txt", "f"})
 		} else {
 			equalSlice(t, "files", names, []string{"f"})
+		}
+		// The killed run's mark was dropped by the next run (it would keep
+		// old rows forever).
+		db := openDB(t, filepath.Join(a.home, "vaults", "default.avfs"))
+		defer db.Close()
+		var marks int
+		if err := db.QueryRow("SELECT COUNT(*) FROM marks").Scan(&marks); err != nil || marks != 0 {
+			t.Fatalf("marks left: %d %v", marks, err)
 		}
 		a.vaultOK()
 	})
