@@ -209,6 +209,12 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 			return fail(env, fmt.Errorf("proxy exec: waited %s for the vault: %w", req.BusyWait, err))
 		}
 		defer v.Unlock(context.WithoutCancel(ctx), LockExec)
+		// Nor may a writer mount of someone else's change the vault under
+		// the checkpoint and the mark.
+		err = waitBusy(ctx, busyUntil, func() error { return mountedBy(ctx, v) })
+		if err != nil {
+			return fail(env, fmt.Errorf("proxy exec: waited %s for the vault: %w", req.BusyWait, err))
+		}
 		// Marks are only taken under the lock: any left are of runs whose
 		// avfs was killed, and would keep old rows forever.
 		if _, err := v.ReleaseMarks(ctx); err != nil {
@@ -510,6 +516,16 @@ func (w *workspace) unlock(v *vault.Vault) {
 	}
 }
 
+// mountedBy fails with vault_busy while a live process holds the vault's
+// mount lock (a writer mount, or a materialised run).
+func mountedBy(ctx context.Context, v *vault.Vault) error {
+	h, err := v.LockHolder(ctx, vault.LockMount)
+	if err != nil || h == nil {
+		return err
+	}
+	return wire.Errorf(wire.CodeVaultBusy, "the vault is mounted for writing by pid %d (%s)", h.PID, h.Info).With("holder_pid", h.PID)
+}
+
 // waitBusy calls f until it does not fail with vault_busy, or until is
 // past, or ctx is done; it returns f's last error.
 func waitBusy(ctx context.Context, until time.Time, f func() error) error {
@@ -592,7 +608,15 @@ func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req R
 	}
 	// A writer mount of the vault (one left by a killed run, say) makes the
 	// server fail with vault_busy until it is gone.
-	if err := waitBusy(ctx, busyUntil, func() error { return r.startServer(ctx, ws, name, req.Readonly) }); err != nil {
+	err = waitBusy(ctx, busyUntil, func() error {
+		if !req.Readonly { // no server is started while the lock is visibly held
+			if err := mountedBy(ctx, v); err != nil {
+				return err
+			}
+		}
+		return r.startServer(ctx, ws, name, req.Readonly)
+	})
+	if err != nil {
 		os.RemoveAll(base)
 		return nil, err
 	}

@@ -1161,6 +1161,23 @@ func TestProxyConcurrent(t *testing.T) {
 		r = holder.wait(t)
 		r.ok(t, wire.AllowWithCheckpoint)
 		equalSlice(t, "changes of the holder", changeLines(r.env.Changes), []string{"added file /held ->1 >0644"})
+
+		// A writer mount of someone else's: runs wait for it too (FUSE runs
+		// mount, materialised runs sync back), then give up with vault_busy.
+		dir := filepath.Join(t.TempDir(), "mnt")
+		os.Mkdir(dir, 0o755)
+		mnt := a.startMount(dir)
+		start := time.Now()
+		r = a.proxy(append(m, "--wait", "300ms"), "touch", "busy")
+		if r.code != wire.ExitAvfsFailed || r.env.Error == nil || r.env.Error.Code != wire.CodeVaultBusy || r.env.Process != nil || r.env.Checkpoint != nil {
+			t.Fatalf("beside a writer mount: exit %d %s", r.code, r.raw)
+		}
+		if took := time.Since(start); took < 300*time.Millisecond || took > 5*time.Second {
+			t.Fatalf("waited %v for --wait 300ms", took)
+		}
+		mnt.Process.Signal(syscall.SIGTERM)
+		mnt.Wait()
+		a.proxy(m, "touch", "free").ok(t, wire.AllowWithCheckpoint)
 		a.vaultOK()
 	})
 }
