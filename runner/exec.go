@@ -742,7 +742,11 @@ func (r *Runner) cleanStale() {
 		}
 		pidStr, _, _ := strings.Cut(strings.TrimPrefix(name, "avfs-exec-"), "-")
 		pid, err := strconv.Atoi(pidStr)
-		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		// EPERM: alive, another user's (TMPDIR may be shared).
+		if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
 			continue
 		}
 		dir := filepath.Join(r.tempDir(), name)
