@@ -5,8 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"avfs/mount"
 )
 
 // TestProxyHarnessExample runs docs/examples/harness.py against the built
@@ -58,10 +61,18 @@ func TestProxyHarnessExample(t *testing.T) {
 		}
 	}
 
+	var modes []string
 	for _, mode := range proxyModes {
 		if mode == "fuse" {
-			requireFUSE(t)
+			if err := mount.Available(); err != nil {
+				if os.Getenv("CI") == "true" {
+					t.Fatalf("FUSE is required in CI: %v", err)
+				}
+				t.Logf("FUSE not available, materialize only: %v", err)
+				continue
+			}
 		}
+		modes = append(modes, mode)
 		m := []string{"--mount-mode", mode}
 		expect("allow", 0, "orig\n", []string{"decision allow (avfs.allow.read_only)", "exit 0, 0 change(s)"}, append(m, "--", "cat", "f")...)
 
@@ -94,8 +105,13 @@ func TestProxyHarnessExample(t *testing.T) {
 	for _, ap := range list.Approvals {
 		statuses[ap.Status]++
 	}
-	if statuses["used"] != len(proxyModes) || statuses["denied"] != 2*len(proxyModes) || len(list.Approvals) != 3*len(proxyModes) {
+	if statuses["used"] != len(modes) || statuses["denied"] != 2*len(modes) || len(list.Approvals) != 3*len(modes) {
 		t.Fatalf("approvals: %v", statuses)
 	}
-	equalSlice(t, "files", a.ls("/"), []string{"f", "fuse.txt", "g", "materialize.txt"})
+	want := []string{"f", "g"}
+	for _, mode := range modes {
+		want = append(want, mode+".txt")
+	}
+	slices.Sort(want)
+	equalSlice(t, "files", a.ls("/"), want)
 }
