@@ -352,6 +352,22 @@ func Holders(dir string) []Holder {
 	return out
 }
 
+// KillHolders kills (SIGKILL) the processes that use dir, as Holders
+// finds them, until none is left or wait has passed.
+func KillHolders(dir string, wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	for {
+		hs := Holders(dir)
+		if len(hs) == 0 || time.Now().After(deadline) {
+			return
+		}
+		for _, h := range hs {
+			_ = syscall.Kill(h.PID, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // IsMounted reports whether dir is a mount point (from /proc/self/mountinfo).
 func IsMounted(dir string) bool {
 	f, err := os.Open("/proc/self/mountinfo")

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/hmac"
@@ -16,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,7 +33,17 @@ import (
 const (
 	DefaultTimeout = 300 * time.Second
 	DefaultTTL     = time.Hour // how long an approval stays valid
+	// DefaultBusyWait is how long a run waits for the vault while another
+	// run (or a writer mount) holds it.
+	DefaultBusyWait = 30 * time.Second
 )
+
+// LockExec is the vault lock a run that may change the vault holds from
+// before its checkpoint to after its change summary, so that runs on one
+// vault take turns: a checkpoint, a change summary and a rollback only ever
+// see the run's own changes, and materialised copies never overwrite each
+// other's changes.
+const LockExec = "exec"
 
 // Mount modes.
 const (
@@ -70,8 +80,11 @@ type Request struct {
 	ApprovalID        string    // run under this granted approval
 	ApprovalTTL       time.Duration
 	RollbackOnFailure bool
-	Explain           string // policy trace mode
-	Readonly          bool   // mount read-only: the command can change nothing
+	// BusyWait is how long to wait while another run or a writer mount
+	// holds the vault (0: fail at once with vault_busy).
+	BusyWait time.Duration
+	Explain  string // policy trace mode
+	Readonly bool   // mount read-only: the command can change nothing
 }
 
 // envAllow are the host variables a command sees; nothing else passes
@@ -176,7 +189,7 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 		return wire.ExitNotRun
 	case wire.RequireApproval:
 		if req.ApprovalID == "" {
-			a, err := v.CreateApproval(ctx, vault.ApprovalRequest{Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Vault: info.Name,
+			a, err := v.CreateApproval(ctx, vault.ApprovalRequest{Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: req.Env, Vault: info.Name,
 				BundleRevision: revisions(res.Bundles), Reasons: reasonIDs(res.Reasons), Digest: digest, TTL: req.ApprovalTTL})
 			if err != nil {
 				return fail(env, err)
@@ -184,6 +197,31 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 			env.Approval = &wire.ApprovalRef{ID: a.ID, Status: a.Status, ExpiresAt: a.ExpiresAt.UTC()}
 			return wire.ExitNotRun
 		}
+	}
+
+	// 2. Wait for the vault (before an approval is used up), then checkpoint
+	// (approved runs and --rollback-on-failure also get one).
+	t = time.Now()
+	busyUntil := time.Now().Add(req.BusyWait)
+	if !req.Readonly {
+		err := waitBusy(ctx, busyUntil, func() error { return v.Lock(ctx, LockExec, env.ID) })
+		if err != nil {
+			return fail(env, fmt.Errorf("proxy exec: waited %s for the vault: %w", req.BusyWait, err))
+		}
+		defer v.Unlock(context.WithoutCancel(ctx), LockExec)
+		// Nor may a writer mount of someone else's change the vault under
+		// the checkpoint and the mark.
+		err = waitBusy(ctx, busyUntil, func() error { return mountedBy(ctx, v) })
+		if err != nil {
+			return fail(env, fmt.Errorf("proxy exec: waited %s for the vault: %w", req.BusyWait, err))
+		}
+		// Marks are only taken under the lock: any left are of runs whose
+		// avfs was killed, and would keep old rows forever.
+		if _, err := v.ReleaseMarks(ctx); err != nil {
+			return fail(env, err)
+		}
+	}
+	if res.Decision == wire.RequireApproval {
 		a, err := v.UseApproval(ctx, req.ApprovalID, digest, env.ID, r.checkGrant)
 		if err != nil {
 			if a2, gerr := v.Approval(ctx, req.ApprovalID); gerr == nil {
@@ -196,8 +234,6 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 		env.Approval = &wire.ApprovalRef{ID: a.ID, Status: a.Status, ExpiresAt: a.ExpiresAt.UTC()}
 	}
 
-	// 2. Checkpoint (approved runs and --rollback-on-failure also get one).
-	t = time.Now()
 	var cp *vault.Checkpoint
 	if res.Decision == wire.AllowWithCheckpoint || res.Decision == wire.RequireApproval || req.RollbackOnFailure {
 		c, err := v.SaveCheckpoint(ctx, env.ID, "before proxy exec "+env.ID)
@@ -207,16 +243,21 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 		cp = &c
 		env.Checkpoint = &wire.CheckpointRef{ID: c.ID, Name: c.Name}
 	}
-	mark, err := v.Mark(ctx, env.ID)
-	if err != nil {
-		return fail(env, err)
+	// A read-only run changes nothing (and holds no lock to mark under).
+	var mark *vault.Mark
+	if !req.Readonly {
+		m, err := v.Mark(ctx, env.ID)
+		if err != nil {
+			return fail(env, err)
+		}
+		mark = &m
+		defer v.Release(context.WithoutCancel(ctx), m)
 	}
-	defer v.Release(context.WithoutCancel(ctx), mark)
 	env.Timing.CheckpointMS = ms(time.Since(t))
 
 	// 3. Mount (or materialise).
 	t = time.Now()
-	ws, err := r.present(ctx, v, info.Name, req)
+	ws, err := r.present(ctx, v, info.Name, req, busyUntil)
 	if err != nil {
 		return fail(env, err)
 	}
@@ -260,9 +301,11 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 
 	// 6. Summarise, roll back if asked, audit.
 	t = time.Now()
-	changes, err := v.ChangesSince(context.WithoutCancel(ctx), mark)
-	if err != nil {
-		return fail(env, err)
+	var changes []vault.Change
+	if mark != nil {
+		if changes, err = v.ChangesSince(context.WithoutCancel(ctx), *mark); err != nil {
+			return fail(env, err)
+		}
 	}
 	env.Changes = wireChanges(changes)
 	env.Timing.SummaryMS = ms(time.Since(t))
@@ -319,15 +362,19 @@ func revisions(bs []wire.BundleInfo) string {
 }
 
 // digest binds an approval to exactly what runs: argv or script, cwd,
-// vault and the policy bundles' revisions.
+// vault, the policy bundles' revisions, and the variables asked for with
+// --env (GIT_SSH_COMMAND=… or LD_PRELOAD=… change what a command does).
 func (r *Runner) digest(req Request, cwd, vaultName string, bs []wire.BundleInfo) string {
+	env := slices.Clone(req.Env)
+	slices.Sort(env)
 	b, _ := json.Marshal(struct {
 		Argv    []string `json:"argv"`
 		Shell   string   `json:"shell"`
 		Cwd     string   `json:"cwd"`
 		Vault   string   `json:"vault"`
 		Bundles string   `json:"bundles"`
-	}{req.Argv, req.Shell, cwd, vaultName, revisions(bs)})
+		Env     []string `json:"env,omitempty"`
+	}{req.Argv, req.Shell, cwd, vaultName, revisions(bs), env})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -458,6 +505,46 @@ type workspace struct {
 	base   string // our private temporary directory
 	server *exec.Cmd
 	since  time.Time // materialised: when the copy was complete
+	locked bool      // materialised: we hold the vault's mount lock
+}
+
+// unlock releases the mount lock of a materialised copy.
+func (w *workspace) unlock(v *vault.Vault) {
+	if w.locked {
+		_ = v.Unlock(context.Background(), vault.LockMount)
+		w.locked = false
+	}
+}
+
+// mountedBy fails with vault_busy while a live process holds the vault's
+// mount lock (a writer mount, or a materialised run).
+func mountedBy(ctx context.Context, v *vault.Vault) error {
+	h, err := v.LockHolder(ctx, vault.LockMount)
+	if err != nil || h == nil {
+		return err
+	}
+	return wire.Errorf(wire.CodeVaultBusy, "the vault is mounted for writing by pid %d (%s)", h.PID, h.Info).With("holder_pid", h.PID)
+}
+
+// waitBusy calls f until it does not fail with vault_busy, or until is
+// past, or ctx is done; it returns f's last error.
+func waitBusy(ctx context.Context, until time.Time, f func() error) error {
+	delay := 10 * time.Millisecond
+	for {
+		err := f()
+		left := time.Until(until)
+		if !wire.HasCode(err, wire.CodeVaultBusy) || left <= 0 {
+			return err
+		}
+		t := time.NewTimer(min(delay, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
 }
 
 // owns tells the process runner which processes are avfs's own (the mount server).
@@ -472,7 +559,7 @@ func (r *Runner) tempDir() string {
 	return os.TempDir()
 }
 
-func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req Request) (*workspace, error) {
+func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req Request, busyUntil time.Time) (*workspace, error) {
 	mode := req.MountMode
 	if mode == ModeAuto {
 		mode = ModeFUSE
@@ -493,7 +580,17 @@ func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req R
 	ws.base = base
 	ws.dir = filepath.Join(base, "root")
 	if mode == ModeMaterialize {
+		// The copy is synced back at the end: no writer mount may change
+		// the vault meanwhile.
+		if !req.Readonly {
+			if err := waitBusy(ctx, busyUntil, func() error { return v.Lock(ctx, vault.LockMount, ws.dir) }); err != nil {
+				os.RemoveAll(base)
+				return nil, fmt.Errorf("proxy exec: materialise the vault: %w", err)
+			}
+			ws.locked = true
+		}
 		if _, err := v.Export(ctx, "/", ws.dir, false); err != nil {
+			ws.unlock(v)
 			os.RemoveAll(base)
 			return nil, fmt.Errorf("proxy exec: materialise the vault: %w", err)
 		}
@@ -509,7 +606,17 @@ func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req R
 		os.RemoveAll(base)
 		return nil, wire.Errorf(wire.CodeHostIO, "proxy exec: %w", err)
 	}
-	if err := r.startServer(ctx, ws, name, req.Readonly); err != nil {
+	// A writer mount of the vault (one left by a killed run, say) makes the
+	// server fail with vault_busy until it is gone.
+	err = waitBusy(ctx, busyUntil, func() error {
+		if !req.Readonly { // no server is started while the lock is visibly held
+			if err := mountedBy(ctx, v); err != nil {
+				return err
+			}
+		}
+		return r.startServer(ctx, ws, name, req.Readonly)
+	})
+	if err != nil {
 		os.RemoveAll(base)
 		return nil, err
 	}
@@ -525,14 +632,16 @@ func (r *Runner) startServer(ctx context.Context, ws *workspace, name string, re
 			return wire.Errorf(wire.CodeInternal, "proxy exec: find the avfs binary: %v", err)
 		}
 	}
-	args := []string{"--vault", name, "--json", "mount", ws.dir}
+	args := []string{"--vault", name, "--json", "mount", "--end-holders", ws.dir}
 	if readonly {
 		args = append(args, "--readonly")
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "AVFS_HOME="+r.Store.Dir)
 	// The server goes when avfs goes, even on kill -9 (it then unmounts).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	// Its own process group keeps a terminal's Ctrl-C from it: avfs stops
+	// it once the command has ended (which gets its SIGTERM and kill grace).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -542,10 +651,17 @@ func (r *Runner) startServer(ctx context.Context, ws *workspace, name string, re
 	if err := cmd.Start(); err != nil {
 		return wire.Errorf(wire.CodeMountFailed, "proxy exec: start the mount server: %v", err)
 	}
+	// The first document is the ready line, or an error document, which
+	// the server prints indented over several lines.
 	ready := make(chan []byte, 1)
 	go func() {
-		line, _ := bufio.NewReader(out).ReadBytes('\n')
-		ready <- line
+		var doc json.RawMessage
+		dec := json.NewDecoder(out)
+		if err := dec.Decode(&doc); err != nil {
+			b, _ := io.ReadAll(io.MultiReader(dec.Buffered(), out))
+			doc = b
+		}
+		ready <- doc
 		io.Copy(io.Discard, out)
 	}()
 	failStart := func(err error) error {
@@ -555,20 +671,20 @@ func (r *Runner) startServer(ctx context.Context, ws *workspace, name string, re
 		return err
 	}
 	select {
-	case line := <-ready:
+	case first := <-ready:
 		var doc map[string]any
-		if json.Unmarshal(line, &doc) != nil || doc["kind"] != "mount_ready" {
+		if json.Unmarshal(first, &doc) != nil || doc["kind"] != "mount_ready" {
 			var e struct {
 				Error struct {
 					Code    wire.Code `json:"code"`
 					Message string    `json:"message"`
 				} `json:"error"`
 			}
-			cmd.Wait()
-			if json.Unmarshal(line, &e) == nil && e.Error.Code != "" {
-				return failStart(wire.Errorf(e.Error.Code, "proxy exec: mount: %s", e.Error.Message))
+			failStart(nil) // waits for the server: its stderr is complete after it
+			if json.Unmarshal(first, &e) == nil && e.Error.Code != "" {
+				return wire.Errorf(e.Error.Code, "proxy exec: mount: %s", e.Error.Message)
 			}
-			return failStart(wire.Errorf(wire.CodeMountFailed, "proxy exec: mount: %s%s", line, stderr.String()))
+			return wire.Errorf(wire.CodeMountFailed, "proxy exec: mount: %s%s", bytes.TrimSpace(first), stderr.String())
 		}
 	case <-time.After(30 * time.Second):
 		return failStart(wire.Errorf(wire.CodeMountFailed, "proxy exec: the mount was not ready after 30s"))
@@ -605,6 +721,7 @@ func (w *workspace) close(ctx context.Context, v *vault.Vault, readonly bool) er
 			err = fmt.Errorf("proxy exec: bring the changes back: %w", serr)
 		}
 	}
+	w.unlock(v)
 	if w.base != "" {
 		if rerr := os.RemoveAll(w.base); rerr != nil && err == nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = wire.Errorf(wire.CodeHostIO, "proxy exec: remove %s: %v", w.base, rerr)
@@ -614,7 +731,8 @@ func (w *workspace) close(ctx context.Context, v *vault.Vault, readonly bool) er
 }
 
 // cleanStale removes what a killed avfs left in the temporary directory:
-// dead mounts and directories of processes that no longer run.
+// the processes of its run that still use its mount or copy, dead mounts,
+// and the directories of processes that no longer run.
 func (r *Runner) cleanStale() {
 	ents, _ := os.ReadDir(r.tempDir())
 	for _, e := range ents {
@@ -624,14 +742,21 @@ func (r *Runner) cleanStale() {
 		}
 		pidStr, _, _ := strings.Cut(strings.TrimPrefix(name, "avfs-exec-"), "-")
 		pid, err := strconv.Atoi(pidStr)
-		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		// EPERM: alive, another user's (TMPDIR may be shared).
+		if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
 			continue
 		}
 		dir := filepath.Join(r.tempDir(), name)
 		root := filepath.Join(dir, "root")
+		mount.KillHolders(root, 2*time.Second) // before a dead mount is detached, while their paths still show where they are
 		_ = mount.CleanStale(root)
 		if mount.IsMounted(root) {
-			_ = mount.Unmount(root, true)
+			if mount.Unmount(root, false) != nil {
+				_ = mount.Unmount(root, true)
+			}
 		}
 		if !mount.IsMounted(root) {
 			os.RemoveAll(dir)

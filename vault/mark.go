@@ -58,3 +58,43 @@ func (v *Vault) Release(ctx context.Context, m Mark) error {
 		return dropUnpinnedRows(ctx, t.tx, m.Generation)
 	})
 }
+
+// ReleaseMarks drops every mark and the old rows only they kept, and
+// returns how many there were. It is for a caller that knows the marks'
+// holders are gone: the runner, once it holds the vault's exec lock (runs
+// take marks only under it), drops the marks of runs whose avfs was killed.
+func (v *Vault) ReleaseMarks(ctx context.Context) (int, error) {
+	var n int
+	err := v.update(ctx, "release marks", func(t *txn) error {
+		rows, err := t.tx.QueryContext(ctx, "SELECT DISTINCT gen FROM marks")
+		if err != nil {
+			return err
+		}
+		var gens []int64
+		for rows.Next() {
+			var g int64
+			if err := rows.Scan(&g); err != nil {
+				rows.Close()
+				return err
+			}
+			gens = append(gens, g)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		r, err := t.tx.ExecContext(ctx, "DELETE FROM marks")
+		if err != nil {
+			return err
+		}
+		m, _ := r.RowsAffected()
+		n = int(m)
+		for _, g := range gens {
+			if err := dropUnpinnedRows(ctx, t.tx, g); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return n, err
+}

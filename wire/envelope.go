@@ -9,7 +9,7 @@ const EnvelopeSchemaVersion = 1
 const EnvelopeKind = "proxy_exec_result"
 
 // Envelope is the one JSON document `avfs proxy exec --json` prints. It is
-// documented in docs/envelope.md and described by docs/envelope.schema.json.
+// documented in docs/proxy.md.
 type Envelope struct {
 	SchemaVersion int             `json:"schema_version"`
 	Kind          string          `json:"kind"`
@@ -105,8 +105,8 @@ type RollbackReport struct {
 // Timing breaks the run down by stage, in milliseconds.
 type Timing struct {
 	PolicyMS     float64 `json:"policy_ms"`
-	CheckpointMS float64 `json:"checkpoint_ms"`
-	MountMS      float64 `json:"mount_ms"` // mounting and unmounting (or materialising and syncing back)
+	CheckpointMS float64 `json:"checkpoint_ms"` // waiting for the vault (another run holds it) and taking the checkpoint
+	MountMS      float64 `json:"mount_ms"`      // mounting and unmounting (or materialising and syncing back)
 	RunMS        float64 `json:"run_ms"`
 	SummaryMS    float64 `json:"summary_ms"`
 	TotalMS      float64 `json:"total_ms"`

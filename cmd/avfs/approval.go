@@ -93,6 +93,9 @@ func approvalCommand(e *env) *cli.Command {
 						return e.emit(ap, func(w io.Writer) error {
 							_, err := fmt.Fprintf(w, "id:       %s\nstatus:   %s\ncommand:  %s\ncwd:      %s\nreasons:  %s\nexpires:  %s\n",
 								ap.ID, ap.Status, approvalCommandText(ap), ap.Request.Cwd, strings.Join(ap.Request.Reasons, ", "), ap.ExpiresAt.Local().Format(time.DateTime))
+							if err == nil && len(ap.Request.Env) > 0 {
+								_, err = fmt.Fprintf(w, "env:      %s\n", strings.Join(ap.Request.Env, " "))
+							}
 							return err
 						})
 					})

@@ -47,6 +47,7 @@ func TestMain(m *testing.M) {
 type avfs struct {
 	t    *testing.T
 	home string
+	env  []string // more KEY=VALUE for every run
 }
 
 func newAVFS(t *testing.T) *avfs {
@@ -72,7 +73,7 @@ func (a *avfs) exec(stdin []byte, args ...string) result {
 			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(env, "AVFS_HOME="+a.home)
+	cmd.Env = append(append(env, "AVFS_HOME="+a.home), a.env...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

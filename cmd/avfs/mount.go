@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -41,6 +42,9 @@ func mountCommand(e *env) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "readonly", Usage: "refuse every change (several read-only mounts may share a vault with one writer)"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request on stderr"},
+			// proxy exec's private mount: what still uses it when it stops
+			// is left over from the run (its avfs was killed) and is ended.
+			&cli.BoolFlag{Name: "end-holders", Hidden: true},
 		},
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "DIR")
@@ -80,7 +84,12 @@ func mountCommand(e *env) *cli.Command {
 				case <-c.Context.Done():
 				}
 				// SIGINT/SIGTERM: unmount; if something still uses it, detach it.
-				if err := sess.Unmount(false); err != nil {
+				err = sess.Unmount(false)
+				if err != nil && c.Bool("end-holders") && wire.HasCode(err, wire.CodeMountBusy) {
+					mount.KillHolders(dir, 2*time.Second)
+					err = sess.Unmount(false)
+				}
+				if err != nil {
 					if lerr := sess.Unmount(true); lerr != nil {
 						return lerr
 					}

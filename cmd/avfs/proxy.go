@@ -39,6 +39,7 @@ func proxyExecCommand(e *env) *cli.Command {
 		&cli.StringFlag{Name: "approval", Usage: "run under the granted approval `ID`"},
 		&cli.DurationFlag{Name: "ttl", Value: runner.DefaultTTL, Usage: "how long a new approval request stays valid"},
 		&cli.BoolFlag{Name: "rollback-on-failure", Usage: "restore the vault when the command fails or times out"},
+		&cli.DurationFlag{Name: "wait", Value: runner.DefaultBusyWait, Usage: "wait up to `DURATION` while another run or a writer mount holds the vault (then fail with vault_busy)"},
 		&cli.StringFlag{Name: "explain", Usage: "add the policy trace: notes, fails or full"},
 		&cli.BoolFlag{Name: "readonly", Usage: "mount the vault read-only"},
 	}
@@ -82,7 +83,7 @@ func proxyExecCommand(e *env) *cli.Command {
 				Timeout: c.Duration("timeout"), KillGrace: c.Duration("kill-grace"), MaxOutput: maxOut,
 				Env: c.StringSlice("env"), Mountpoint: c.String("mountpoint"), MountMode: c.String("mount-mode"),
 				ApprovalID: c.String("approval"), ApprovalTTL: c.Duration("ttl"),
-				RollbackOnFailure: c.Bool("rollback-on-failure"), Explain: c.String("explain"), Readonly: c.Bool("readonly"),
+				RollbackOnFailure: c.Bool("rollback-on-failure"), BusyWait: c.Duration("wait"), Explain: c.String("explain"), Readonly: c.Bool("readonly"),
 			}
 			if c.Bool("stdin") {
 				req.Stdin = e.stdin

@@ -1,0 +1,1213 @@
+package main
+
+// End-to-end tests of `avfs proxy exec` and `avfs approval` with the built
+// binary. Every test has its own AVFS_HOME and TMPDIR; at the end of each
+// test nothing of avfs may be left: no avfs-exec-* directory, no mount and
+// no process under its TMPDIR (see newProxyAVFS).
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"avfs/mount"
+	"avfs/wire"
+)
+
+// proxyModes are the ways proxy exec presents the vault to the command.
+var proxyModes = []string{"fuse", "materialize"}
+
+// requireFUSE skips the test when FUSE cannot be used, except in CI
+// (CI=true), where FUSE tests must run.
+func requireFUSE(t *testing.T) {
+	t.Helper()
+	if err := mount.Available(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("FUSE is required in CI: %v", err)
+		}
+		t.Skipf("FUSE not available: %v", err)
+	}
+}
+
+// eachMode runs f as a subtest per mount mode.
+func eachMode(t *testing.T, f func(t *testing.T, mode string)) {
+	t.Helper()
+	for _, mode := range proxyModes {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			if mode == "fuse" {
+				requireFUSE(t)
+			}
+			f(t, mode)
+		})
+	}
+}
+
+// reportedMode is the envelope's mount.mode for a --mount-mode.
+func reportedMode(mode string) string {
+	if mode == "materialize" {
+		return "materialized"
+	}
+	return mode
+}
+
+// newProxyAVFS is newAVFS with a private TMPDIR (where proxy exec puts its
+// mount points and copies), checked when the test ends.
+func newProxyAVFS(t *testing.T) *avfs {
+	t.Helper()
+	a := newAVFS(t)
+	tmp := t.TempDir()
+	a.env = append(a.env, "TMPDIR="+tmp)
+	t.Cleanup(func() { checkNothingLeft(t, tmp) })
+	return a
+}
+
+// tmpDir is the TMPDIR of a.
+func (a *avfs) tmpDir() string {
+	for _, kv := range a.env {
+		if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok {
+			return v
+		}
+	}
+	a.t.Fatal("no TMPDIR: use newProxyAVFS")
+	return ""
+}
+
+// with returns a copy of a that adds env to every run.
+func (a *avfs) with(env ...string) *avfs {
+	b := *a
+	b.env = append(slices.Clone(a.env), env...)
+	return &b
+}
+
+// on returns a copy of a that reports to t (for subtests).
+func (a *avfs) on(t *testing.T) *avfs {
+	b := *a
+	b.t = t
+	return &b
+}
+
+// command is the avfs command line args as a.exec would run it, not started.
+func (a *avfs) command(args ...string) *exec.Cmd {
+	cmd := exec.Command(avfsBin, args...)
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AVFS_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(append(env, "AVFS_HOME="+a.home), a.env...)
+	return cmd
+}
+
+// checkNothingLeft fails the test if avfs left anything under tmp: a
+// directory of a run, a mount, or a process (a mount server names its
+// mount point on its command line; a command runs in it).
+func checkNothingLeft(t *testing.T, tmp string) {
+	t.Helper()
+	ents, _ := os.ReadDir(tmp)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "avfs-exec-") {
+			t.Errorf("left in TMPDIR: %s", e.Name())
+		}
+	}
+	// Processes that were killed may take a moment to leave /proc.
+	var left []string
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		left = processesUsing(tmp)
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("processes left: %q", left)
+		mount.KillHolders(tmp, time.Second) // do not leave them to the next tests
+		for _, p := range left {
+			pid, _, _ := strings.Cut(p, " ")
+			if n, err := strconv.Atoi(pid); err == nil {
+				syscall.Kill(n, syscall.SIGKILL)
+			}
+		}
+	}
+	if m := mountsUnder(tmp); len(m) > 0 {
+		t.Errorf("mounts left: %q", m)
+		for _, dir := range m {
+			mount.Unmount(dir, true)
+		}
+	}
+}
+
+// mountsUnder lists the mount points at or under dir.
+func mountsUnder(dir string) []string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+// processesUsing lists the live processes (not zombies) whose command line
+// mentions s or whose working directory is under s.
+func processesUsing(s string) []string {
+	procs, _ := os.ReadDir("/proc")
+	var out []string
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		line := strings.TrimSpace(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+		cwd, _ := os.Readlink(filepath.Join("/proc", p.Name(), "cwd"))
+		if line != "" && (strings.Contains(line, s) || strings.HasPrefix(cwd, s)) {
+			out = append(out, fmt.Sprintf("%d %s (in %s)", pid, line, cwd))
+		}
+	}
+	return out
+}
+
+// sleeping lists the processes that run `sleep MARKER` (see marker).
+func sleeping(marker string) []int {
+	procs, _ := os.ReadDir("/proc")
+	var out []int
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if string(cmdline) == "sleep\x00"+marker+"\x00" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// markerSeq makes unique markers for the processes of a test.
+var markerSeq atomic.Int64
+
+// marker returns a number no other process mentions: `sleep MARKER` is a
+// long sleep that can be found by its command line.
+func marker() string {
+	return fmt.Sprintf("9%05d%03d", os.Getpid()%100000, markerSeq.Add(1)%1000)
+}
+
+// proxyRun is one `avfs --json proxy exec`.
+type proxyRun struct {
+	args   []string
+	code   int
+	env    wire.Envelope
+	doc    map[string]any // the same envelope, as a JSON object
+	raw    []byte
+	stderr string
+}
+
+// proxyArgs is the command line of `avfs --json proxy exec FLAGS -- ARGV`,
+// with short default timeouts (later flags win).
+func proxyArgs(flags []string, argv ...string) []string {
+	args := append([]string{"--json", "proxy", "exec", "--timeout", "20s", "--kill-grace", "300ms"}, flags...)
+	return append(append(args, "--"), argv...)
+}
+
+// proxy runs `avfs --json proxy exec FLAGS -- ARGV` and checks its envelope
+// (see checkEnvelope).
+func (a *avfs) proxy(flags []string, argv ...string) proxyRun {
+	a.t.Helper()
+	args := proxyArgs(flags, argv...)
+	r := a.exec(nil, args...)
+	return decodeProxyRun(a.t, args, r.code, r.stdout, r.stderr)
+}
+
+// decodeProxyRun parses the one JSON document on stdout into the envelope
+// and checks it.
+func decodeProxyRun(t *testing.T, args []string, code int, stdout, stderr []byte) proxyRun {
+	t.Helper()
+	r := proxyRun{args: args, code: code, stderr: string(stderr)}
+	dec := json.NewDecoder(bytes.NewReader(stdout))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		t.Fatalf("avfs %q: exit %d, stdout is not a JSON document (%v): %.2000q stderr %q", args, code, err, stdout, stderr)
+	}
+	if err := dec.Decode(new(json.RawMessage)); err != io.EOF {
+		t.Fatalf("avfs %q: more than one JSON document on stdout: %.2000q", args, stdout)
+	}
+	r.raw = raw
+	if err := json.Unmarshal(raw, &r.doc); err != nil {
+		t.Fatalf("avfs %q: %v", args, err)
+	}
+	strict := json.NewDecoder(bytes.NewReader(raw))
+	strict.DisallowUnknownFields()
+	if err := strict.Decode(&r.env); err != nil {
+		t.Fatalf("avfs %q: the envelope does not decode into wire.Envelope: %v\n%s", args, err, raw)
+	}
+	checkEnvelope(t, r)
+	return r
+}
+
+// checkEnvelope checks what every envelope must be: every key present with
+// its type, and an exit status that agrees with it.
+func checkEnvelope(t *testing.T, r proxyRun) {
+	t.Helper()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("avfs %q: %s\n%s", r.args, fmt.Sprintf(format, args...), r.raw)
+	}
+	d := r.doc
+	type want struct {
+		key      string
+		kind     string // number, string, array, object, object|null
+		nullable bool
+	}
+	check := func(where string, m map[string]any, keys []want) {
+		t.Helper()
+		for _, k := range keys {
+			v, ok := m[k.key]
+			if !ok {
+				fail("%s%s is missing", where, k.key)
+			}
+			if v == nil {
+				if !k.nullable {
+					fail("%s%s is null", where, k.key)
+				}
+				continue
+			}
+			var got string
+			switch v.(type) {
+			case float64:
+				got = "number"
+			case string:
+				got = "string"
+			case []any:
+				got = "array"
+			case map[string]any:
+				got = "object"
+			case bool:
+				got = "bool"
+			}
+			if got != k.kind {
+				fail("%s%s is a %s, want a %s", where, k.key, got, k.kind)
+			}
+		}
+	}
+	check("", d, []want{
+		{"schema_version", "number", false}, {"kind", "string", false}, {"id", "string", false}, {"vault", "string", false},
+		{"decision", "string", false}, {"policy", "object", false}, {"command", "object", false},
+		{"checkpoint", "object", true}, {"approval", "object", true}, {"mount", "object", true}, {"process", "object", true},
+		{"changes", "array", false}, {"rollback", "object", true}, {"timing", "object", false}, {"error", "object", true},
+	})
+	check("policy.", d["policy"].(map[string]any), []want{{"reasons", "array", false}, {"bundles", "array", false}, {"eval_us", "number", false}})
+	check("command.", d["command"].(map[string]any), []want{{"argv", "array", false}, {"cwd", "string", false}})
+	check("timing.", d["timing"].(map[string]any), []want{
+		{"policy_ms", "number", false}, {"checkpoint_ms", "number", false}, {"mount_ms", "number", false},
+		{"run_ms", "number", false}, {"summary_ms", "number", false}, {"total_ms", "number", false},
+	})
+	if p, ok := d["process"].(map[string]any); ok {
+		check("process.", p, []want{
+			{"exit_code", "number", false}, {"signal", "string", false}, {"timed_out", "bool", false}, {"duration_ms", "number", false},
+			{"stdout", "string", false}, {"stderr", "string", false}, {"stdout_encoding", "string", false}, {"stderr_encoding", "string", false},
+			{"stdout_bytes", "number", false}, {"stderr_bytes", "number", false}, {"stdout_truncated", "bool", false},
+			{"stderr_truncated", "bool", false}, {"killed_descendants", "number", false},
+		})
+	}
+	if e, ok := d["error"].(map[string]any); ok {
+		check("error.", e, []want{{"code", "string", false}, {"message", "string", false}})
+	}
+	env := r.env
+	if env.SchemaVersion != 1 || env.Kind != "proxy_exec_result" || !strings.HasPrefix(env.ID, "ex-") || env.Vault == "" {
+		fail("bad header")
+	}
+	switch env.Decision {
+	case wire.Allow, wire.AllowWithCheckpoint, wire.Deny, wire.RequireApproval:
+	default:
+		fail("decision %q", env.Decision)
+	}
+	if len(env.Policy.Reasons) == 0 && env.Error == nil {
+		fail("a decision without reasons")
+	}
+	if env.Timing.TotalMS <= 0 {
+		fail("total_ms %v", env.Timing.TotalMS)
+	}
+	// The exit status tells what happened.
+	switch {
+	case env.Process != nil && env.Error == nil:
+		want := env.Process.ExitCode
+		if env.Process.TimedOut {
+			want = wire.ExitTimedOut
+		}
+		if r.code != want {
+			fail("exit %d, want %d", r.code, want)
+		}
+		if env.Mount == nil {
+			fail("a run without a mount")
+		}
+	case env.Decision == wire.Deny:
+		if r.code != wire.ExitNotRun && r.code != wire.ExitAvfsFailed {
+			fail("deny: exit %d", r.code)
+		}
+	case env.Error != nil && (env.Error.Code == wire.CodeApprovalRejected || env.Error.Code == wire.CodeApprovalNotFound),
+		env.Error == nil && env.Decision == wire.RequireApproval:
+		if r.code != wire.ExitNotRun || env.Process != nil || env.Mount != nil {
+			fail("not run: exit %d", r.code)
+		}
+	case env.Error != nil:
+		if r.code != wire.ExitAvfsFailed {
+			fail("error %s: exit %d, want 125", env.Error.Code, r.code)
+		}
+	default:
+		fail("no process, no error: exit %d", r.code)
+	}
+	if env.Decision == wire.Deny && (env.Process != nil || env.Mount != nil || env.Checkpoint != nil || env.Approval != nil || len(env.Changes) > 0) {
+		fail("a denied command ran")
+	}
+}
+
+// want checks the decision and the exit status.
+func (r proxyRun) want(t *testing.T, decision wire.Decision, code int) {
+	t.Helper()
+	if r.env.Decision != decision || r.code != code {
+		t.Fatalf("avfs %q: decision %s exit %d, want %s exit %d\n%s\nstderr: %s", r.args, r.env.Decision, r.code, decision, code, r.raw, r.stderr)
+	}
+}
+
+// exits checks that the command ran, whatever the decision, and exited with code.
+func (r proxyRun) exits(t *testing.T, code int) {
+	t.Helper()
+	if r.code != code || r.env.Process == nil || r.env.Error != nil {
+		t.Fatalf("avfs %q: exit %d, want %d (run)\n%s\nstderr: %s", r.args, r.code, code, r.raw, r.stderr)
+	}
+}
+
+// ok checks that the command ran and exited 0.
+func (r proxyRun) ok(t *testing.T, decision wire.Decision) {
+	t.Helper()
+	r.want(t, decision, 0)
+	if r.env.Error != nil || r.env.Process == nil {
+		t.Fatalf("avfs %q: not run\n%s", r.args, r.raw)
+	}
+}
+
+// stdout is the command's standard output, decoded.
+func (r proxyRun) stdout(t *testing.T) string {
+	t.Helper()
+	p := r.env.Process
+	if p == nil {
+		t.Fatalf("avfs %q: no process\n%s", r.args, r.raw)
+	}
+	if p.StdoutEncoding == "base64" {
+		b, err := base64.StdEncoding.DecodeString(p.Stdout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	return p.Stdout
+}
+
+// reasonIDsOf lists the envelope's reason ids.
+func reasonIDsOf(env wire.Envelope) []string {
+	var ids []string
+	for _, r := range env.Policy.Reasons {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+// change is an envelope change in a form easy to compare.
+func changeLine(c wire.Change) string {
+	size := func(p *int64) string {
+		if p == nil {
+			return "-"
+		}
+		return strconv.FormatInt(*p, 10)
+	}
+	return fmt.Sprintf("%s %s %s %s>%s %s>%s", c.Op, c.Kind, c.Path, size(c.SizeBefore), size(c.SizeAfter), c.ModeBefore, c.ModeAfter)
+}
+
+func changeLines(cs []wire.Change) []string {
+	out := []string{}
+	for _, c := range cs {
+		out = append(out, changeLine(c))
+	}
+	return out
+}
+
+// auditEntry is one row of `avfs audit --json`.
+type auditEntry struct {
+	ID      int64          `json:"id"`
+	Op      string         `json:"op"`
+	Path    string         `json:"path"`
+	Details map[string]any `json:"details"`
+}
+
+func (a *avfs) audit() []auditEntry {
+	a.t.Helper()
+	var doc struct {
+		Entries []auditEntry `json:"entries"`
+	}
+	a.into(&doc, "audit")
+	return doc.Entries
+}
+
+func (a *avfs) checkpointIDs() []int64 {
+	a.t.Helper()
+	var doc struct {
+		Checkpoints []struct {
+			ID int64 `json:"id"`
+		} `json:"checkpoints"`
+	}
+	a.into(&doc, "checkpoint", "list")
+	var ids []int64
+	for _, c := range doc.Checkpoints {
+		ids = append(ids, c.ID)
+	}
+	return ids
+}
+
+// approvalStatus is the status `avfs approval show` reports.
+func (a *avfs) approvalStatus(id string) string {
+	a.t.Helper()
+	var ap struct {
+		Status string `json:"status"`
+	}
+	a.into(&ap, "approval", "show", id)
+	return ap.Status
+}
+
+// vaultOK runs `avfs vault check`.
+func (a *avfs) vaultOK(args ...string) {
+	a.t.Helper()
+	var c struct {
+		OK bool `json:"ok"`
+	}
+	a.into(&c, append([]string{"vault", "check"}, args...)...)
+	if !c.OK {
+		a.t.Fatal("vault check: not ok")
+	}
+}
+
+// waitFor polls cond until it holds, or fails the test after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// exitCode is the exit status of a finished command.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+func TestProxyDecisions(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode string) {
+		a := newProxyAVFS(t)
+		a.write("hello\n", "/f")
+		m := []string{"--mount-mode", mode}
+
+		for _, argv := range [][]string{{"ls"}, {"cat", "f"}} {
+			r := a.proxy(m, argv...)
+			r.ok(t, wire.Allow)
+			equal(t, "mount mode", r.env.Mount.Mode, reportedMode(mode))
+			equalSlice(t, "reasons", reasonIDsOf(r.env), []string{"avfs.allow.read_only"})
+			if r.env.Checkpoint != nil || r.env.Approval != nil || r.env.Rollback != nil || len(r.env.Changes) != 0 {
+				t.Fatalf("%q: %s", argv, r.raw)
+			}
+			equalSlice(t, "argv", r.env.Command.Argv, argv)
+			equal(t, "cwd", r.env.Command.Cwd, "/")
+		}
+		equal(t, "ls", a.proxy(m, "ls").stdout(t), "f\n")
+		equal(t, "cat", a.proxy(m, "cat", "f").stdout(t), "hello\n")
+
+		r := a.proxy(m, "sh", "-c", "echo x > f")
+		r.ok(t, wire.AllowWithCheckpoint)
+		if r.env.Checkpoint == nil || r.env.Checkpoint.Name != r.env.ID {
+			t.Fatalf("no checkpoint named after the run: %s", r.raw)
+		}
+		equalSlice(t, "changes", changeLines(r.env.Changes), []string{"modified file /f 6>2 0644>0644"})
+		equal(t, "f", a.cat("/f"), "x\n")
+
+		// Denied: nothing runs, nothing is mounted or saved, one audit row.
+		for _, c := range []struct {
+			argv   []string
+			reason string
+		}{
+			{[]string{"cat", "/etc/passwd"}, "avfs.deny.outside_vault"},
+			{[]string{"sudo", "ls"}, "avfs.deny.privileged"},
+		} {
+			audit, cps := a.audit(), a.checkpointIDs()
+			r := a.proxy(m, c.argv...)
+			r.want(t, wire.Deny, wire.ExitNotRun)
+			for _, k := range []string{"process", "mount", "checkpoint", "approval", "error"} {
+				if r.doc[k] != nil {
+					t.Fatalf("%q: %s is not null: %s", c.argv, k, r.raw)
+				}
+			}
+			if !slices.Contains(reasonIDsOf(r.env), c.reason) {
+				t.Fatalf("%q: reasons %q, want %s", c.argv, reasonIDsOf(r.env), c.reason)
+			}
+			after := a.audit()
+			if len(after) != len(audit)+1 {
+				t.Fatalf("%q: %d new audit rows, want 1", c.argv, len(after)-len(audit))
+			}
+			row := after[len(after)-1]
+			if row.Op != "exec" || row.Details["decision"] != "deny" || row.Details["id"] != r.env.ID {
+				t.Fatalf("%q: audit row %+v", c.argv, row)
+			}
+			equal(t, "checkpoints", fmt.Sprint(a.checkpointIDs()), fmt.Sprint(cps))
+		}
+		equal(t, "f after the denied runs", a.cat("/f"), "x\n")
+
+		// Needs approval: a pending approval, nothing runs.
+		r = a.proxy(m, "curl", "http://example.invalid")
+		r.want(t, wire.RequireApproval, wire.ExitNotRun)
+		if r.env.Approval == nil || r.env.Approval.Status != "pending" || !strings.HasPrefix(r.env.Approval.ID, "ap-") ||
+			r.env.Process != nil || r.env.Mount != nil || r.env.Checkpoint != nil || r.env.Error != nil {
+			t.Fatalf("require_approval: %s", r.raw)
+		}
+		if !r.env.Approval.ExpiresAt.After(time.Now().Add(50 * time.Minute)) {
+			t.Fatalf("default approval lifetime: expires %v", r.env.Approval.ExpiresAt)
+		}
+		equalSlice(t, "reasons", reasonIDsOf(r.env), []string{"avfs.approval.network"})
+		equal(t, "approval status", a.approvalStatus(r.env.Approval.ID), "pending")
+
+		// Read-only: nothing the command does reaches the vault.
+		r = a.proxy(append(m, "--readonly"), "sh", "-c", "echo x > ro; echo y > f")
+		if r.env.Process == nil || r.env.Error != nil || len(r.env.Changes) != 0 {
+			t.Fatalf("--readonly: %s", r.raw)
+		}
+		equalSlice(t, "files after a read-only run", a.ls("/"), []string{"f"})
+		equal(t, "f after a read-only run", a.cat("/f"), "x\n")
+
+		// A working directory that is not in the vault is avfs's error (125).
+		r = a.proxy(append(m, "--cwd", "/missing"), "ls")
+		if r.code != wire.ExitAvfsFailed || r.env.Error == nil || r.env.Error.Code != wire.CodeInvalidInput || r.env.Process != nil {
+			t.Fatalf("--cwd /missing: %s", r.raw)
+		}
+		a.ok("mkdir", "/sub")
+		a.write("in sub\n", "/sub/g")
+		r = a.proxy(append(m, "--cwd", "/sub"), "sh", "-c", "pwd; cat g")
+		r.ok(t, wire.Allow)
+		equal(t, "--cwd", r.stdout(t), r.env.Mount.Dir+"/sub\nin sub\n")
+		equal(t, "cwd", r.env.Command.Cwd, "/sub")
+		a.vaultOK()
+	})
+}
+
+// hostTree describes every entry under dir: kind, permission bits, and the
+// content or link target.
+func hostTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == "." {
+			return nil
+		}
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			out[rel] = "symlink -> " + target
+		case fi.IsDir():
+			out[rel] = fmt.Sprintf("dir %04o", fi.Mode().Perm())
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out[rel] = fmt.Sprintf("file %04o %q", fi.Mode().Perm(), b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func equalTrees(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	for k, w := range want {
+		if g, ok := got[k]; !ok {
+			t.Errorf("%s: %s is missing", what, k)
+		} else if g != w {
+			t.Errorf("%s: %s is %.200s, want %.200s", what, k, g, w)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: unexpected %s", what, k)
+		}
+	}
+}
+
+func TestProxyCheckpointRestore(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode string) {
+		a := newProxyAVFS(t)
+		// A tree with binary content over several chunks, modes, symlinks
+		// (one dangling) and nested directories.
+		seed := filepath.Join(t.TempDir(), "seed")
+		bin := make([]byte, 300_000)
+		for i := range bin {
+			bin[i] = byte(i*7 + i/251)
+		}
+		files := []struct {
+			path    string
+			mode    os.FileMode
+			content []byte
+		}{
+			{"bin.dat", 0o644, bin},
+			{"run.sh", 0o755, []byte("#!/bin/sh\necho run\n")},
+			{"secret", 0o600, []byte("s3cret\n")},
+			{"empty", 0o640, nil},
+			{"sub/dir/nested.txt", 0o444, []byte("nested\n")},
+		}
+		for _, f := range files {
+			p := filepath.Join(seed, f.path)
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.WriteFile(p, f.content, f.mode); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(p, f.mode)
+		}
+		os.Chmod(filepath.Join(seed, "sub"), 0o750)
+		os.Symlink("bin.dat", filepath.Join(seed, "link"))
+		os.Symlink("nowhere/at/all", filepath.Join(seed, "dangling"))
+		os.Symlink("dir/nested.txt", filepath.Join(seed, "sub", "rel"))
+		a.ok("mkdir", "/p")
+		a.ok("import", seed, "/p")
+		before := filepath.Join(t.TempDir(), "before")
+		a.ok("export", "/p", before)
+		equalTrees(t, "import/export", hostTree(t, before), hostTree(t, seed))
+
+		r := a.proxy([]string{"--mount-mode", mode, "--cwd", "/p"}, "sh", "-c",
+			"printf XXXX | dd of=bin.dat bs=1 seek=150000 conv=notrunc 2>/dev/null; chmod 600 run.sh; chmod 777 sub; rm link; ln -s run.sh link; "+
+				"rm dangling; mkdir dangling; echo new > sub/dir/new.txt; chmod 644 sub/dir/nested.txt; echo more >> sub/dir/nested.txt; : > secret; rm sub/rel")
+		r.ok(t, wire.AllowWithCheckpoint)
+		if len(r.env.Changes) < 8 {
+			t.Fatalf("changes: %q", changeLines(r.env.Changes))
+		}
+		changed := filepath.Join(t.TempDir(), "changed")
+		a.ok("export", "/p", changed)
+		if got := hostTree(t, changed); got["link"] != "symlink -> run.sh" || got["dangling"] != "dir 0755" || got["secret"] != "file 0600 \"\"" {
+			t.Fatalf("the command's changes are not in the vault: %v", got)
+		}
+
+		a.ok("checkpoint", "restore", strconv.FormatInt(r.env.Checkpoint.ID, 10))
+		after := filepath.Join(t.TempDir(), "after")
+		a.ok("export", "/p", after)
+		equalTrees(t, "restored", hostTree(t, after), hostTree(t, seed))
+		a.vaultOK()
+	})
+}
+
+func TestProxyChangeSummary(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode string) {
+		a := newProxyAVFS(t)
+		a.write("hello\n", "/edit.txt")
+		a.write("bye\n", "/del.txt")
+		a.write("r\n", "/old.txt")
+		a.write("x\n", "/mode.sh")
+		a.ok("mkdir", "/gone")
+		a.write("inner\n", "/gone/inner.txt")
+		a.ok("ln", "-s", "edit.txt", "/oldlink")
+		a.ok("mkdir", "/keep")
+		// Every change is made by a grandchild, in the background.
+		script := `umask 022; (sh -c "echo new > new.txt; echo more >> edit.txt; rm del.txt; mv old.txt keep/renamed.txt; chmod 755 mode.sh; ` +
+			`ln -s edit.txt link; rm oldlink; mkdir d; printf 12345 > d/five; chmod 700 d; rm -r gone") & wait`
+		r := a.proxy([]string{"--mount-mode", mode}, "sh", "-c", script)
+		r.ok(t, wire.AllowWithCheckpoint)
+		equalSlice(t, "changes", changeLines(r.env.Changes), []string{
+			"added dir /d ->0 >0700",
+			"added file /d/five ->5 >0644",
+			"deleted file /del.txt 4>- 0644>",
+			"modified file /edit.txt 6>11 0644>0644",
+			"deleted dir /gone 0>- 0755>",
+			"deleted file /gone/inner.txt 6>- 0644>",
+			"added file /keep/renamed.txt ->2 >0644",
+			"added symlink /link ->8 >0777",
+			"modified file /mode.sh 2>2 0644>0755",
+			"added file /new.txt ->4 >0644",
+			"deleted file /old.txt 2>- 0644>",
+			"deleted symlink /oldlink 8>- 0777>",
+		})
+		// A run that changes nothing reports nothing.
+		r = a.proxy([]string{"--mount-mode", mode}, "sh", "-c", "(sh -c 'cat edit.txt > /dev/null') & wait")
+		r.ok(t, wire.AllowWithCheckpoint) // a background job is not known to be read-only
+		equal(t, "changes of a read-only run", len(r.env.Changes), 0)
+	})
+}
+
+func TestProxyRealTools(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode string) {
+		a := newProxyAVFS(t)
+		m := []string{"--mount-mode", mode}
+		t.Run("git", func(t *testing.T) {
+			a := a.on(t)
+			if _, err := exec.LookPath("git"); err != nil {
+				t.Skip("no git")
+			}
+			r := a.proxy(m, "sh", "-c", "git init -q repo && cd repo && git config user.email t@example.com && git config user.name t && "+
+				"printf 'x\\n' > a.txt && git add a.txt && git commit -q -m first && git rev-list --count HEAD")
+			r.ok(t, wire.AllowWithCheckpoint)
+			equal(t, "commits", r.stdout(t), "1\n")
+			r = a.proxy(m, "git", "-C", "repo", "log", "--format=%s")
+			r.ok(t, wire.Allow)
+			equal(t, "git log", r.stdout(t), "first\n")
+			r = a.proxy(m, "git", "-C", "repo", "status", "--porcelain")
+			r.ok(t, wire.Allow)
+			equal(t, "git status", r.stdout(t), "")
+			if head := a.cat("/repo/.git/HEAD"); !strings.HasPrefix(head, "ref: refs/heads/") {
+				t.Fatalf("HEAD: %q", head)
+			}
+			equal(t, "a.txt", a.cat("/repo/a.txt"), "x\n")
+		})
+		t.Run("python", func(t *testing.T) {
+			a := a.on(t)
+			if _, err := exec.LookPath("python3"); err != nil {
+				t.Skip("no python3")
+			}
+			a.write("import os\nprint('py', sum(range(10)), os.getcwd() == os.environ['HOME'])\nopen('out.txt', 'w').write('from python\\n')\n", "/hello.py")
+			r := a.proxy(m, "python3", "hello.py")
+			r.ok(t, wire.AllowWithCheckpoint)
+			equal(t, "python", r.stdout(t), "py 45 True\n")
+			equal(t, "out.txt", a.cat("/out.txt"), "from python\n")
+			if !slices.Contains(changeLines(r.env.Changes), "added file /out.txt ->12 >0644") {
+				t.Fatalf("changes %q", changeLines(r.env.Changes))
+			}
+		})
+		t.Run("script", func(t *testing.T) {
+			a := a.on(t)
+			a.ok("mkdir", "/tools")
+			a.write("#!/bin/sh\necho \"script $1 in $(pwd)\"\necho done > script.out\n", "/tools/run.sh")
+			r := a.proxy(m, "./tools/run.sh", "x")
+			if r.code != 126 || r.env.Process == nil || r.env.Process.ExitCode != 126 {
+				t.Fatalf("a script that is not executable: exit %d %s", r.code, r.raw)
+			}
+			r = a.proxy(m, "chmod", "+x", "tools/run.sh")
+			r.ok(t, wire.AllowWithCheckpoint)
+			equalSlice(t, "chmod", changeLines(r.env.Changes), []string{"modified file /tools/run.sh 60>60 0644>0755"})
+			r = a.proxy(append(m, "--cwd", "/tools"), "./run.sh", "x")
+			r.ok(t, wire.AllowWithCheckpoint)
+			equal(t, "script", r.stdout(t), "script x in "+r.env.Mount.Dir+"/tools\n")
+			equal(t, "script.out", a.cat("/tools/script.out"), "done\n")
+		})
+	})
+}
+
+func TestProxyTimeouts(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode string) {
+		a := newProxyAVFS(t)
+		for _, c := range []struct {
+			name   string
+			script func(m1, m2 string) string
+			signal string
+		}{
+			// The shell and its sleep ignore SIGTERM: SIGKILL after the grace.
+			{"ignores TERM", func(m1, _ string) string { return "trap '' TERM; sleep " + m1 + "; echo never" }, "SIGKILL"},
+			// A daemon in its own session, and the shell that started it.
+			{"double fork", func(m1, m2 string) string {
+				return "(setsid sh -c 'trap \"\" TERM; sleep " + m1 + "' > /dev/null 2>&1 &); sleep " + m2 + "; echo never"
+			}, "SIGTERM"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				a := a.on(t)
+				m1, m2 := marker(), marker()
+				start := time.Now()
+				r := a.proxy([]string{"--mount-mode", mode, "--timeout", "1s", "--kill-grace", "300ms"}, "sh", "-c", c.script(m1, m2))
+				took := time.Since(start)
+				r.want(t, wire.AllowWithCheckpoint, wire.ExitTimedOut)
+				p := r.env.Process
+				if !p.TimedOut || p.Signal != c.signal || p.Stdout != "" {
+					t.Fatalf("timed out: %s", r.raw)
+				}
+				if p.KilledDescendants < 1 {
+					t.Fatalf("killed_descendants %d", p.KilledDescendants)
+				}
+				if took > 4*time.Second {
+					t.Fatalf("returned after %v", took)
+				}
+				for _, m := range []string{m1, m2} {
+					if left := sleeping(m); len(left) > 0 {
+						t.Fatalf("left running: %v", left)
+					}
+				}
+			})
+		}
+	})
+}
+
+func TestProxyOutput(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode string) {
+		a := newProxyAVFS(t)
+		m := []string{"--mount-mode", mode}
+
+		// 20 MB on stdout: the head and the tail of 512 KiB are kept.
+		r := a.proxy(m, "sh", "-c", `head -c 20000000 /dev/zero | tr '\0' a; echo err >&2`)
+		r.ok(t, wire.Allow)
+		p := r.env.Process
+		const half = 512 << 10
+		omitted := fmt.Sprintf("\n[avfs: %d bytes omitted]\n", 20_000_000-2*half)
+		if p.StdoutBytes != 20_000_000 || !p.StdoutTruncated || p.StdoutEncoding != "utf-8" ||
+			p.Stdout != strings.Repeat("a", half)+omitted+strings.Repeat("a", half) {
+			t.Fatalf("flood: bytes %d truncated %v encoding %s, %d bytes kept", p.StdoutBytes, p.StdoutTruncated, p.StdoutEncoding, len(p.Stdout))
+		}
+		if p.Stderr != "err\n" || p.StderrBytes != 4 || p.StderrTruncated {
+			t.Fatalf("stderr beside the flood: %q", p.Stderr)
+		}
+		if len(r.raw) > 1<<20+16<<10 {
+			t.Fatalf("envelope of %d bytes", len(r.raw))
+		}
+
+		// `yes` until the timeout: bounded too (each "\n" is two bytes of JSON).
+		r = a.proxy(append(m, "--timeout", "500ms"), "yes")
+		r.want(t, wire.AllowWithCheckpoint, wire.ExitTimedOut)
+		if p := r.env.Process; !p.StdoutTruncated || p.StdoutBytes <= 1<<20 || len(r.raw) > 3*(1<<20)/2+16<<10 {
+			t.Fatalf("yes: %d bytes, truncated %v, envelope %d bytes", p.StdoutBytes, p.StdoutTruncated, len(r.raw))
+		}
+
+		// --max-output 1KiB: 512 bytes of head and of tail.
+		r = a.proxy(append(m, "--max-output", "1KiB"), "sh", "-c", "yes | head -c 5000")
+		r.ok(t, wire.AllowWithCheckpoint)
+		p = r.env.Process
+		ys := strings.Repeat("y\n", 2500)
+		if want := ys[:512] + "\n[avfs: 3976 bytes omitted]\n" + ys[5000-512:]; p.Stdout != want || p.StdoutBytes != 5000 || !p.StdoutTruncated {
+			t.Fatalf("--max-output: %q (%d bytes)", p.Stdout, p.StdoutBytes)
+		}
+
+		// Binary output is base64.
+		r = a.proxy(m, "printf", `\377\000\001abc\n`)
+		r.ok(t, wire.Allow)
+		if p := r.env.Process; p.StdoutEncoding != "base64" || p.StdoutBytes != 7 || p.StdoutTruncated {
+			t.Fatalf("binary: %s", r.raw)
+		}
+		equal(t, "binary", r.stdout(t), "\xff\x00\x01abc\n")
+
+		// Binary and cut: the head and the tail, and where the cut is.
+		bin := make([]byte, 5000)
+		for i := range bin {
+			bin[i] = byte(255 - i%256)
+		}
+		a.okIn(bin, "write", "/bin.dat")
+		r = a.proxy(append(m, "--max-output", "1KiB"), "cat", "bin.dat")
+		r.ok(t, wire.Allow)
+		p = r.env.Process
+		if p.StdoutEncoding != "base64" || !p.StdoutTruncated || p.StdoutBytes != 5000 || p.StdoutOmittedAt != 512 {
+			t.Fatalf("binary cut: %s", r.raw)
+		}
+		equal(t, "binary cut", r.stdout(t), string(bin[:512])+string(bin[5000-512:]))
+
+		// A program that does not exist: 127; one that is not executable: 126.
+		r = a.proxy(m, "no-such-program-avfs")
+		r.want(t, wire.AllowWithCheckpoint, wire.ExitNotFound)
+		if r.env.Process.ExitCode != 127 || r.env.Error != nil {
+			t.Fatalf("not found: %s", r.raw)
+		}
+		r = a.proxy(m, "sh", "-c", "echo oops >&2; exit 3")
+		r.exits(t, 3)
+		equal(t, "stderr", r.env.Process.Stderr, "oops\n")
+		r = a.proxy(m, "sh", "-c", "kill -KILL $$")
+		r.exits(t, 128+9)
+		equal(t, "signal", r.env.Process.Signal, "SIGKILL")
+	})
+}
+
+func TestProxyRollbackOnFailure(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode string) {
+		a := newProxyAVFS(t)
+		a.write("orig\n", "/f")
+		m := []string{"--mount-mode", mode, "--rollback-on-failure"}
+
+		r := a.proxy(m, "sh", "-c", "echo changed > f; echo n > n; exit 1")
+		r.want(t, wire.AllowWithCheckpoint, 1)
+		rb := r.env.Rollback
+		if rb == nil || !rb.Restored || rb.Reason != "exit_code" || r.env.Checkpoint == nil || rb.Checkpoint != *r.env.Checkpoint {
+			t.Fatalf("rollback: %s", r.raw)
+		}
+		equalSlice(t, "changes (made, then rolled back)", changeLines(r.env.Changes), []string{
+			"modified file /f 5>8 0644>0644", "added file /n ->2 >0644"})
+		equal(t, "f", a.cat("/f"), "orig\n")
+		equalSlice(t, "files", a.ls("/"), []string{"f"})
+
+		r = a.proxy(append(m, "--timeout", "500ms"), "sh", "-c", "echo t > t; sleep "+marker())
+		r.want(t, wire.AllowWithCheckpoint, wire.ExitTimedOut)
+		if rb := r.env.Rollback; rb == nil || !rb.Restored || rb.Reason != "timed_out" {
+			t.Fatalf("rollback after a timeout: %s", r.raw)
+		}
+		equalSlice(t, "files", a.ls("/"), []string{"f"})
+
+		// Success keeps the changes; so does failure without the flag.
+		r = a.proxy(m, "sh", "-c", "echo ok > f")
+		r.ok(t, wire.AllowWithCheckpoint)
+		if r.env.Rollback != nil {
+			t.Fatalf("rollback of a success: %s", r.raw)
+		}
+		r = a.proxy([]string{"--mount-mode", mode}, "sh", "-c", "echo kept > f; exit 2")
+		r.want(t, wire.AllowWithCheckpoint, 2)
+		if r.env.Rollback != nil {
+			t.Fatalf("rollback without the flag: %s", r.raw)
+		}
+		equal(t, "f", a.cat("/f"), "kept\n")
+		a.vaultOK()
+	})
+}
+
+func TestProxyEnvironment(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode string) {
+		a := newProxyAVFS(t).with("SECRET_TOKEN=hunter2", "FOO=bar", "OTHER=no")
+		os.WriteFile(filepath.Join(a.home, "config.json"), []byte(`{"proxy": {"env": ["FROM_CONFIG=1", "OTHER"]}}`), 0o644)
+		r := a.proxy([]string{"--mount-mode", mode, "--env", "FOO", "--env", "K=V", "--env", "MISSING"}, "env")
+		r.ok(t, wire.AllowWithCheckpoint)
+		vars := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSuffix(r.stdout(t), "\n"), "\n") {
+			k, v, _ := strings.Cut(line, "=")
+			vars[k] = v
+		}
+		dir := r.env.Mount.Dir
+		for k, want := range map[string]string{
+			"FOO": "bar", "K": "V", "FROM_CONFIG": "1", "OTHER": "no",
+			"HOME": dir, "AVFS_MOUNTPOINT": dir, "AVFS_VAULT": "default", "AVFS_EXEC_ID": r.env.ID,
+		} {
+			if vars[k] != want {
+				t.Errorf("%s=%q, want %q", k, vars[k], want)
+			}
+		}
+		allowed := []string{"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "USER", "LOGNAME", "HOME",
+			"AVFS_MOUNTPOINT", "AVFS_VAULT", "AVFS_EXEC_ID", "FOO", "K", "FROM_CONFIG", "OTHER"}
+		for k := range vars {
+			if !slices.Contains(allowed, k) {
+				t.Errorf("%s reached the command", k)
+			}
+		}
+		if vars["PATH"] == "" || strings.Contains(r.stdout(t), "hunter2") {
+			t.Errorf("env: %s", r.stdout(t))
+		}
+		if !strings.HasPrefix(dir, a.tmpDir()+"/avfs-exec-") {
+			t.Errorf("mount dir %s is not in TMPDIR", dir)
+		}
+	})
+}
+
+// startedRun is a proxy exec running in the background.
+type startedRun struct {
+	cmd       *exec.Cmd
+	args      []string
+	out, errb bytes.Buffer
+}
+
+// startProxy starts `avfs --json proxy exec FLAGS -- ARGV`.
+func (a *avfs) startProxy(flags []string, argv ...string) *startedRun {
+	a.t.Helper()
+	s := &startedRun{args: proxyArgs(flags, argv...)}
+	s.cmd = a.command(s.args...)
+	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.errb
+	if err := s.cmd.Start(); err != nil {
+		a.t.Fatal(err)
+	}
+	a.t.Cleanup(func() {
+		if s.cmd.ProcessState == nil {
+			s.cmd.Process.Kill()
+			s.cmd.Wait()
+		}
+	})
+	return s
+}
+
+// wait waits for the run and checks its envelope.
+func (s *startedRun) wait(t *testing.T) proxyRun {
+	t.Helper()
+	err := s.cmd.Wait()
+	return decodeProxyRun(t, s.args, exitCode(err), s.out.Bytes(), s.errb.Bytes())
+}
+
+func TestProxyKilled(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode string) {
+		a := newProxyAVFS(t)
+		a.write("before\n", "/f")
+		m := []string{"--mount-mode", mode}
+		mk := marker()
+		s := a.startProxy(m, "sh", "-c", "echo during > during.txt; sleep "+mk+"; echo never")
+		waitFor(t, 10*time.Second, "the command to run", func() bool { return len(sleeping(mk)) > 0 })
+		if mode == "fuse" && len(mountsUnder(a.tmpDir())) != 1 {
+			t.Fatalf("mounts while running: %q", mountsUnder(a.tmpDir()))
+		}
+		s.cmd.Process.Kill()
+		if err := s.cmd.Wait(); exitCode(err) != -1 || s.out.Len() != 0 {
+			t.Fatalf("kill -9: %v, stdout %q", err, s.out.String())
+		}
+		if mode == "fuse" {
+			// The mount server outlives avfs only to end what uses its mount, and unmount.
+			waitFor(t, 5*time.Second, "the run's processes and mount to go", func() bool {
+				return len(sleeping(mk)) == 0 && len(processesUsing(a.tmpDir())) == 0 && len(mountsUnder(a.tmpDir())) == 0
+			})
+		}
+
+		// The next run cleans up and works, reading and writing.
+		r := a.proxy(m, "cat", "f")
+		r.ok(t, wire.Allow)
+		equal(t, "f", r.stdout(t), "before\n")
+		r = a.proxy(m, "sh", "-c", "echo after > f")
+		r.ok(t, wire.AllowWithCheckpoint)
+		equalSlice(t, "changes after the kill", changeLines(r.env.Changes), []string{"modified file /f 7>6 0644>0644"})
+		if left := sleeping(mk); len(left) > 0 {
+			t.Fatalf("the killed run's command still runs: %v", left)
+		}
+		ents, _ := os.ReadDir(a.tmpDir())
+		for _, e := range ents {
+			t.Errorf("left in TMPDIR: %s", e.Name())
+		}
+		if mounts := mountsUnder(a.tmpDir()); len(mounts) > 0 {
+			t.Fatalf("mounts left: %q", mounts)
+		}
+		// What the killed command wrote through the mount stays; a
+		// materialised copy that was never synced back is dropped.
+		names := a.ls("/")
+		if mode == "fuse" {
+			equalSlice(t, "files", names, []string{"during.txt", "f"})
+		} else {
+			equalSlice(t, "files", names, []string{"f"})
+		}
+		// The killed run's mark was dropped by the next run (it would keep
+		// old rows forever).
+		db := openDB(t, filepath.Join(a.home, "vaults", "default.avfs"))
+		defer db.Close()
+		var marks int
+		if err := db.QueryRow("SELECT COUNT(*) FROM marks").Scan(&marks); err != nil || marks != 0 {
+			t.Fatalf("marks left: %d %v", marks, err)
+		}
+		a.vaultOK()
+	})
+}
+
+func TestProxyConcurrent(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode string) {
+		a := newProxyAVFS(t)
+		m := []string{"--mount-mode", mode}
+		a.write("seed\n", "/seed")
+
+		// Runs on one vault take turns: each sees and reports only its own changes.
+		var runs []*startedRun
+		for i := range 3 {
+			runs = append(runs, a.startProxy(m, "sh", "-c", fmt.Sprintf("echo %d > f%d; sleep 0.2", i, i)))
+		}
+		for i, s := range runs {
+			r := s.wait(t)
+			r.ok(t, wire.AllowWithCheckpoint)
+			equalSlice(t, "changes", changeLines(r.env.Changes), []string{fmt.Sprintf("added file /f%d ->2 >0644", i)})
+		}
+		equalSlice(t, "files", a.ls("/"), []string{"f0", "f1", "f2", "seed"})
+
+		// While a run holds the vault: --wait 0 fails at once with
+		// vault_busy, a read-only run goes ahead, others wait their turn.
+		holder := a.startProxy(m, "sh", "-c", "echo > held; sleep 1")
+		// Its directory in TMPDIR appears once it holds the vault.
+		waitFor(t, 10*time.Second, "the first run", func() bool {
+			ents, _ := os.ReadDir(a.tmpDir())
+			return len(ents) > 0
+		})
+		r := a.proxy(append(m, "--wait", "0"), "touch", "busy")
+		if r.code != wire.ExitAvfsFailed || r.env.Error == nil || r.env.Error.Code != wire.CodeVaultBusy ||
+			r.env.Process != nil || r.env.Mount != nil || r.env.Checkpoint != nil {
+			t.Fatalf("--wait 0 on a busy vault: exit %d %s", r.code, r.raw)
+		}
+		r = a.proxy(append(m, "--readonly", "--wait", "0"), "cat", "seed")
+		r.ok(t, wire.Allow)
+		equal(t, "read-only run beside a writer", r.stdout(t), "seed\n")
+		r = a.proxy(m, "touch", "waited")
+		r.ok(t, wire.AllowWithCheckpoint)
+		equalSlice(t, "changes of the run that waited", changeLines(r.env.Changes), []string{"added file /waited ->0 >0644"})
+		r = holder.wait(t)
+		r.ok(t, wire.AllowWithCheckpoint)
+		equalSlice(t, "changes of the holder", changeLines(r.env.Changes), []string{"added file /held ->1 >0644"})
+
+		// A writer mount of someone else's: runs wait for it too (FUSE runs
+		// mount, materialised runs sync back), then give up with vault_busy.
+		dir := filepath.Join(t.TempDir(), "mnt")
+		os.Mkdir(dir, 0o755)
+		mnt := a.startMount(dir)
+		start := time.Now()
+		r = a.proxy(append(m, "--wait", "300ms"), "touch", "busy")
+		if r.code != wire.ExitAvfsFailed || r.env.Error == nil || r.env.Error.Code != wire.CodeVaultBusy || r.env.Process != nil || r.env.Checkpoint != nil {
+			t.Fatalf("beside a writer mount: exit %d %s", r.code, r.raw)
+		}
+		if took := time.Since(start); took < 300*time.Millisecond || took > 5*time.Second {
+			t.Fatalf("waited %v for --wait 300ms", took)
+		}
+		mnt.Process.Signal(syscall.SIGTERM)
+		mnt.Wait()
+		a.proxy(m, "touch", "free").ok(t, wire.AllowWithCheckpoint)
+		a.vaultOK()
+	})
+}
+
+func TestProxyForksInParallel(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode string) {
+		a := newProxyAVFS(t)
+		a.ok("vault", "create", "base")
+		a.write("base\n", "--vault", "base", "/f")
+		a.ok("vault", "fork", "base", "k1")
+		a.ok("vault", "fork", "base", "k2")
+		var runs []*startedRun
+		for _, k := range []string{"k1", "k2"} {
+			runs = append(runs, a.startProxy([]string{"--vault", k, "--mount-mode", mode}, "sh", "-c", "echo $AVFS_VAULT > mine; sleep 1"))
+		}
+		for i, s := range runs {
+			r := s.wait(t)
+			r.ok(t, wire.AllowWithCheckpoint)
+			equalSlice(t, "changes", changeLines(r.env.Changes), []string{"added file /mine ->3 >0644"})
+			// Forks do not wait for each other.
+			if r.env.Timing.CheckpointMS > 900 {
+				t.Errorf("fork %d waited %v ms", i+1, r.env.Timing.CheckpointMS)
+			}
+		}
+		equal(t, "k1", a.cat("--vault", "k1", "/mine"), "k1\n")
+		equal(t, "k2", a.cat("--vault", "k2", "/mine"), "k2\n")
+		equalSlice(t, "base", a.ls("--vault", "base", "/"), []string{"f"})
+		for _, k := range []string{"base", "k1", "k2"} {
+			a.vaultOK(k)
+		}
+	})
+}
