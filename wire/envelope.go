@@ -9,7 +9,7 @@ const EnvelopeSchemaVersion = 1
 const EnvelopeKind = "proxy_exec_result"
 
 // Envelope is the one JSON document `avfs proxy exec --json` prints. It is
-// documented in docs/proxy.md.
+// documented in docs/envelope.md.
 type Envelope struct {
 	SchemaVersion int             `json:"schema_version"`
 	Kind          string          `json:"kind"`
