@@ -132,13 +132,9 @@ func vaultCommand(e *env) *cli.Command {
 				Usage:     "describe a vault (default: the selected one)",
 				UsageText: "avfs vault info [NAME]\n\nexample: avfs vault info work",
 				Action: func(c *cli.Context) error {
-					a, err := args(c, 0, 1, "[NAME]")
+					name, err := e.namedOrSelected(c)
 					if err != nil {
 						return err
-					}
-					name := e.vaultName()
-					if len(a) == 1 {
-						name = a[0]
 					}
 					return e.withNamed(c, name, func(v *vault.Vault) error {
 						info, err := v.Info(c.Context)
@@ -223,13 +219,9 @@ func vaultCommand(e *env) *cli.Command {
 				Usage:     "verify a vault's integrity (exit 1 with integrity_failed when not OK)",
 				UsageText: "avfs vault check [NAME]\n\nexample: avfs vault check work --json",
 				Action: func(c *cli.Context) error {
-					a, err := args(c, 0, 1, "[NAME]")
+					name, err := e.namedOrSelected(c)
 					if err != nil {
 						return err
-					}
-					name := e.vaultName()
-					if len(a) == 1 {
-						name = a[0]
 					}
 					return e.withNamed(c, name, func(v *vault.Vault) error { return runCheck(c, e, name, v) })
 				},

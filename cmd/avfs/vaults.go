@@ -40,6 +40,19 @@ func (e *env) openNamed(c *cli.Context, name string) (*vault.Vault, error) {
 	return e.store().OpenOrCreate(c.Context, name)
 }
 
+// namedOrSelected is the vault named by the command's optional NAME
+// argument, else the selected vault.
+func (e *env) namedOrSelected(c *cli.Context) (string, error) {
+	a, err := args(c, 0, 1, "[NAME]")
+	if err != nil {
+		return "", err
+	}
+	if len(a) == 1 {
+		return a[0], nil
+	}
+	return e.vaultName(), nil
+}
+
 // withVault runs fn on the selected vault and closes it afterwards.
 func (e *env) withVault(c *cli.Context, fn func(v *vault.Vault) error) error {
 	return e.withNamed(c, e.vaultName(), fn)
