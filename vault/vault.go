@@ -88,7 +88,7 @@ func init() {
 	sql.Register(driverName, &sqlite3.SQLiteDriver{
 		ConnectHook: func(c *sqlite3.SQLiteConn) error {
 			// Shrink the WAL back after checkpoints instead of keeping its largest size.
-			_, err := c.Exec("PRAGMA journal_size_limit = 67108864; PRAGMA wal_autocheckpoint = 10000", nil)
+			_, err := c.Exec("PRAGMA journal_size_limit = 67108864; PRAGMA wal_autocheckpoint = 10000; PRAGMA mmap_size = 1073741824", nil)
 			return err
 		},
 	})
