@@ -20,6 +20,7 @@ type dirHandle struct {
 }
 
 var (
+	_ fs.FileLookuper     = (*dirHandle)(nil)
 	_ fs.FileReaddirenter = (*dirHandle)(nil)
 	_ fs.FileSeekdirer    = (*dirHandle)(nil)
 	_ fs.FileFsyncdirer   = (*dirHandle)(nil)
@@ -80,3 +81,13 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 }
 
 func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno { return 0 }
+
+// Lookup answers READDIRPLUS from the listing's snapshot, so listing a
+// directory costs one query rather than one per entry. The name is the
+// last one Readdirent produced.
+func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if k := d.pos - 3; k >= 0 && k < len(d.entries) && d.entries[k].Name == name {
+		return d.n.child(ctx, d.entries[k].Attr, out), 0
+	}
+	return d.n.Lookup(ctx, name, out)
+}

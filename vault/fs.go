@@ -22,6 +22,7 @@ type DirEntry struct {
 	Name string `json:"name"`
 	Ino  uint64 `json:"ino"`
 	Kind Kind   `json:"kind"`
+	Attr Attr   `json:"attr"` // the entry's attributes when listed
 }
 
 // GetAttr returns the attributes of inode ino.
@@ -55,7 +56,7 @@ func (v *Vault) ReadDir(ctx context.Context, ino uint64) ([]DirEntry, error) {
 	if in.kind != KindDir {
 		return nil, wire.Errorf(wire.CodeNotDir, "readdir: not a directory")
 	}
-	rows, err := v.r.QueryContext(ctx, `SELECT d.name, d.ino, i.kind FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = `+liveSQL+`
+	rows, err := v.r.QueryContext(ctx, `SELECT d.name, `+prefixed("i.", inodeCols)+` FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = `+liveSQL+`
 		WHERE d.parent = ? AND d.gen_to = `+liveSQL+` ORDER BY d.name`, ino)
 	if err != nil {
 		return nil, storageErr("readdir", err)
@@ -63,11 +64,13 @@ func (v *Vault) ReadDir(ctx context.Context, ino uint64) ([]DirEntry, error) {
 	defer rows.Close()
 	out := []DirEntry{}
 	for rows.Next() {
-		var e DirEntry
-		if err := rows.Scan(&e.Name, &e.Ino, &e.Kind); err != nil {
+		var name string
+		in := &inode{}
+		if err := rows.Scan(&name, &in.ino, &in.genFrom, &in.kind, &in.mode, &in.uid, &in.gid, &in.size, &in.nlink,
+			&in.mtime, &in.ctime, &in.atime, &in.target, &in.chunks, &in.xattrs); err != nil {
 			return nil, storageErr("readdir", err)
 		}
-		out = append(out, e)
+		out = append(out, DirEntry{Name: name, Ino: uint64(in.ino), Kind: in.kind, Attr: in.attr()})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, storageErr("readdir", err)
