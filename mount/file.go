@@ -294,11 +294,7 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 		}
 		return append([]byte(nil), data[:cb.length]...), nil
 	}
-	_, err := of.n.fsys.store.Persist(ctx, of.n.ino, size, idx, get, mtime)
-	var c *vault.Content
-	if err == nil {
-		c, err = of.n.fsys.store.Content(ctx, of.n.ino)
-	}
+	c, err := of.n.fsys.store.Persist(ctx, of.n.ino, size, idx, get, mtime)
 
 	of.mu.Lock()
 	defer of.mu.Unlock()

@@ -212,10 +212,10 @@ func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
 	return 0
 }
 
-func (n *node) create(ctx context.Context, name string, spec vault.NodeSpec, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+func (n *node) create(ctx context.Context, name string, spec vault.NodeSpec, out *fuse.EntryOut) (*fs.Inode, vault.Attr, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
 	if n.fsys.readonly {
-		return nil, syscall.EROFS
+		return nil, vault.Attr{}, syscall.EROFS
 	}
 	if caller, ok := fuse.FromContext(ctx); ok {
 		spec.UID, spec.GID = caller.Uid, caller.Gid
@@ -224,14 +224,15 @@ func (n *node) create(ctx context.Context, name string, spec vault.NodeSpec, out
 	}
 	a, err := n.fsys.store.Mknod(ctx, n.ino, name, spec)
 	if err != nil {
-		return nil, errno(err)
+		return nil, vault.Attr{}, errno(err)
 	}
-	return n.child(ctx, a, out), 0
+	return n.child(ctx, a, out), a, 0
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
-	return n.create(ctx, name, vault.NodeSpec{Kind: vault.KindDir, Mode: mode & 0o7777}, out)
+	ch, _, en := n.create(ctx, name, vault.NodeSpec{Kind: vault.KindDir, Mode: mode & 0o7777}, out)
+	return ch, en
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -239,21 +240,18 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if mode&syscall.S_IFMT != syscall.S_IFREG && mode&syscall.S_IFMT != 0 {
 		return nil, syscall.EPERM // devices, fifos and sockets have no place in a vault
 	}
-	return n.create(ctx, name, vault.NodeSpec{Kind: vault.KindFile, Mode: mode & 0o7777}, out)
+	ch, _, en := n.create(ctx, name, vault.NodeSpec{Kind: vault.KindFile, Mode: mode & 0o7777}, out)
+	return ch, en
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
-	ch, en := n.create(ctx, name, vault.NodeSpec{Kind: vault.KindFile, Mode: mode & 0o7777}, out)
+	ch, a, en := n.create(ctx, name, vault.NodeSpec{Kind: vault.KindFile, Mode: mode & 0o7777}, out)
 	if en != 0 {
 		return nil, nil, 0, en
 	}
 	cn := ch.Operations().(*node)
-	c, err := n.fsys.store.Content(ctx, cn.ino)
-	if err != nil {
-		return nil, nil, 0, errno(err)
-	}
-	h, en := cn.openHandle(ctx, flags, c)
+	h, en := cn.openHandle(ctx, flags, n.fsys.store.EmptyContent(a))
 	if en != 0 {
 		return nil, nil, 0, en
 	}
@@ -262,7 +260,8 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
-	return n.create(ctx, name, vault.NodeSpec{Kind: vault.KindSymlink, Mode: 0o777, Target: target}, out)
+	ch, _, en := n.create(ctx, name, vault.NodeSpec{Kind: vault.KindSymlink, Mode: 0o777, Target: target}, out)
+	return ch, en
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {

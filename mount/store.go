@@ -19,8 +19,9 @@ type Store interface {
 	Rename(ctx context.Context, oldParent uint64, oldName string, newParent uint64, newName string, flags vault.RenameFlags) error
 	SetAttr(ctx context.Context, ino uint64, s vault.SetAttr) (vault.Attr, error)
 	ReadAt(ctx context.Context, ino uint64, p []byte, off int64) (int, error)
-	Persist(ctx context.Context, ino uint64, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) (vault.Attr, error)
+	Persist(ctx context.Context, ino uint64, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) (*vault.Content, error)
 	Content(ctx context.Context, ino uint64) (*vault.Content, error)
+	EmptyContent(a vault.Attr) *vault.Content
 	GetXattr(ctx context.Context, ino uint64, name string) ([]byte, error)
 	ListXattr(ctx context.Context, ino uint64) ([]string, error)
 	SetXattr(ctx context.Context, ino uint64, name string, value []byte, flags int) error

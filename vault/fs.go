@@ -307,15 +307,16 @@ func (v *Vault) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (A
 	return a, err
 }
 
-// Persist commits a file's changed chunks in one transaction. indexes names
+// Persist commits a file's changed chunks in one transaction and returns
+// the file's new content. indexes names
 // the chunks that changed and chunk(i) returns chunk i's whole new content
 // (at most ChunkSize bytes; bytes past size are ignored); it is called once
 // per index inside the transaction, so the caller need not hold every chunk
 // in memory. Chunks not named keep their content; chunks past size are
 // dropped. size is the file's new size; mtime, when non-zero, its new
 // modification time.
-func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) (Attr, error) {
-	var a Attr
+func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) (*Content, error) {
+	var c *Content
 	err := v.update(ctx, "write", func(t *txn) error {
 		in, err := getInode(ctx, t.tx, int64(ino))
 		if err != nil {
@@ -374,10 +375,10 @@ func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, indexes []i
 		}
 		path, _ := t.inoPath(in.ino)
 		t.audit("write", path, map[string]any{"size": size, "chunks_written": len(indexes)})
-		a = in.attr()
+		c = &Content{v: v, attr: in.attr(), size: in.size, chunks: in.chunks}
 		return nil
 	})
-	return a, err
+	return c, err
 }
 
 // Content is a file's content as of one moment: it stays readable after
@@ -396,6 +397,12 @@ func (v *Vault) Content(ctx context.Context, ino uint64) (*Content, error) {
 		return nil, wrapOp("read", err)
 	}
 	return &Content{v: v, attr: in.attr(), size: in.size, chunks: in.chunks}, nil
+}
+
+// EmptyContent is the content of a file just created empty (by Mknod),
+// without asking the vault again.
+func (v *Vault) EmptyContent(a Attr) *Content {
+	return &Content{v: v, attr: a, chunks: []byte{}}
 }
 
 // Attr are the file's attributes at that moment.
