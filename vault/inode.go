@@ -225,6 +225,12 @@ func (t *txn) dropDentry(parent int64, name string) error {
 	if err != nil || !ok {
 		return err
 	}
+	return t.dropDentryAt(parent, name, genFrom)
+}
+
+// dropDentryAt removes the live entry parent/name whose row starts at genFrom.
+func (t *txn) dropDentryAt(parent int64, name string, genFrom int64) error {
+	var err error
 	if genFrom == t.st.gen {
 		_, err = t.tx.ExecContext(t.ctx, "DELETE FROM dentries WHERE parent = ? AND name = ? AND gen_from = ?", parent, name, genFrom)
 	} else {

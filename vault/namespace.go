@@ -91,7 +91,7 @@ func (t *txn) isEmptyDir(ino int64) (bool, error) {
 // unlinkEntry removes dir/name. want is KindDir for rmdir, KindFile for
 // unlink of a non-directory, 0 for either.
 func (t *txn) unlinkEntry(dir *inode, name string, want Kind) (*inode, error) {
-	ino, _, ok, err := lookupDentry(t.ctx, t.tx, dir.ino, name)
+	ino, entryGen, ok, err := lookupDentry(t.ctx, t.tx, dir.ino, name)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (t *txn) unlinkEntry(dir *inode, name string, want Kind) (*inode, error) {
 			return nil, err
 		}
 	}
-	if err := t.dropDentry(dir.ino, name); err != nil {
+	if err := t.dropDentryAt(dir.ino, name, entryGen); err != nil {
 		return nil, err
 	}
 	delete(t.paths, in.ino)
