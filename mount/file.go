@@ -51,6 +51,7 @@ type chunkBuf struct {
 type openFile struct {
 	n *node
 
+	flushMu  sync.Mutex // one flush at a time: two would commit each other's chunks
 	mu       sync.Mutex
 	refs     int
 	state    fileState
@@ -75,11 +76,18 @@ func newOpenFile(n *node, c *vault.Content) *openFile {
 	return &openFile{n: n, size: a.Size, baseSize: a.Size, attr: a, base: c, dirty: map[int64]*chunkBuf{}}
 }
 
-// refresh replaces the base snapshot when nothing is buffered.
-func (of *openFile) refresh(c *vault.Content) {
+// refresh re-reads the base snapshot when nothing is buffered, so a new
+// open sees changes made outside this mount. The snapshot is read under the
+// lock: one taken before a flush of this file committed would be older than
+// what the flush installed.
+func (of *openFile) refresh(ctx context.Context) {
 	of.mu.Lock()
 	defer of.mu.Unlock()
-	if of.detached || len(of.dirty) > 0 || of.size != of.baseSize {
+	if of.detached || len(of.dirty) > 0 || of.size != of.baseSize || of.state == statePersisting {
+		return
+	}
+	c, err := of.n.fsys.store.Content(ctx, of.n.ino)
+	if err != nil {
 		return
 	}
 	of.base, of.attr = c, c.Attr()
@@ -260,6 +268,8 @@ func (of *openFile) read(ctx context.Context, dest []byte, off int64) (int, sysc
 // the data stays buffered and the error is returned; the next flush retries.
 func (of *openFile) flush(ctx context.Context) syscall.Errno {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	of.flushMu.Lock()
+	defer of.flushMu.Unlock()
 	of.mu.Lock()
 	if of.detached || (len(of.dirty) == 0 && of.size == of.baseSize) {
 		if of.state != stateOpen {
@@ -284,9 +294,13 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 		defer of.mu.Unlock()
 		cb := of.dirty[i]
 		if cb == nil {
-			// Truncated away meanwhile: the old content is what was there.
+			// Truncated away meanwhile (setSize): what the vault holds stays.
 			buf := make([]byte, chunkSize)
-			return buf[:0], nil
+			n := int(min(chunkSize, max(0, of.baseSize-i*chunkSize)))
+			if err := of.readBase(ctx, buf[:n], i*chunkSize); err != nil {
+				return nil, err
+			}
+			return buf[:n], nil
 		}
 		data, err := of.chunkData(cb)
 		if err != nil {
@@ -297,10 +311,10 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 	c, err := of.n.fsys.store.Persist(ctx, of.n.ino, size, idx, get, mtime)
 
 	of.mu.Lock()
-	defer of.mu.Unlock()
 	if err != nil {
 		of.state = stateDirty
 		of.lastErr = err
+		of.mu.Unlock()
 		return errno(err)
 	}
 	a := c.Attr()
@@ -319,7 +333,8 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 	} else {
 		of.state = stateDirty
 	}
-	of.n.remember(a)
+	of.mu.Unlock()
+	of.n.remember(a) // node lock after the file lock is released: open takes them the other way round
 	return 0
 }
 
@@ -381,18 +396,13 @@ var (
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
-	c, err := n.fsys.store.Content(ctx, n.ino)
-	if err != nil {
-		return nil, 0, errno(err)
-	}
-	a := c.Attr()
-	if a.Kind != vault.KindFile {
-		return nil, 0, syscall.EISDIR
-	}
-	h, en := n.openHandle(ctx, flags, c)
+	h, en := n.openHandle(ctx, flags, nil)
 	if en != 0 {
 		return nil, 0, en
 	}
+	h.of.mu.Lock()
+	a := h.of.attr
+	h.of.mu.Unlock()
 	var fuseFlags uint32
 	n.mu.Lock()
 	tok := cacheToken{size: a.Size, mtime: a.Mtime.UnixNano()}
@@ -405,6 +415,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 }
 
 // openHandle opens a handle on the shared open-file state.
+// c is the content of a file just created; nil reads it from the vault.
 func (n *node) openHandle(ctx context.Context, flags uint32, c *vault.Content) (*handle, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
 	acc := flags & syscall.O_ACCMODE
@@ -412,20 +423,33 @@ func (n *node) openHandle(ctx context.Context, flags uint32, c *vault.Content) (
 	if writable && n.fsys.readonly {
 		return nil, syscall.EROFS
 	}
-	a := c.Attr()
+	// The content is read under the node's lock: a snapshot read before
+	// another handle's last flush and release would be older than the file.
 	n.mu.Lock()
 	if n.open == nil {
+		if c == nil {
+			var err error
+			if c, err = n.fsys.store.Content(ctx, n.ino); err != nil {
+				n.mu.Unlock()
+				return nil, errno(err)
+			}
+		}
+		if c.Attr().Kind != vault.KindFile {
+			n.mu.Unlock()
+			return nil, syscall.EISDIR
+		}
 		n.open = newOpenFile(n, c)
 	} else {
-		n.open.refresh(c)
+		n.open.refresh(ctx)
 	}
 	of := n.open
 	of.mu.Lock()
 	of.refs++
+	size := of.size
 	of.mu.Unlock()
 	n.mu.Unlock()
 	h := &handle{of: of, writable: writable}
-	if writable && flags&syscall.O_TRUNC != 0 && (a.Size != 0 || of.size != 0) {
+	if writable && flags&syscall.O_TRUNC != 0 && size != 0 {
 		if en := of.flush(ctx); en != 0 {
 			h.Release(ctx)
 			return nil, en
