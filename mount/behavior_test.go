@@ -359,3 +359,21 @@ func TestMmapSharedWritesAndLocks(t *testing.T) {
 	}
 	s.mustCheck()
 }
+
+// TestConcurrentAppendsFromProcesses appends from several processes, each
+// opening and closing the file per line, so opens, flushes and releases of
+// one file interleave: no line may be lost and no byte zeroed.
+func TestConcurrentAppendsFromProcesses(t *testing.T) {
+	s := serve(t, false)
+	const procs, lines = 6, 40
+	out := run(t, s.dir, fmt.Sprintf(`for p in $(seq 1 %d); do (for i in $(seq 1 %d); do echo "$p $i" >> log; done) & done; wait; wc -l < log`, procs, lines))
+	if strings.TrimSpace(out) != fmt.Sprint(procs*lines) {
+		t.Fatalf("%s lines, want %d", strings.TrimSpace(out), procs*lines)
+	}
+	s.stop()
+	got := readVault(t, s.v, "/log")
+	if bytes.IndexByte(got, 0) >= 0 || bytes.Count(got, []byte("\n")) != procs*lines {
+		t.Fatalf("log in the vault has %d lines, NUL at %d", bytes.Count(got, []byte("\n")), bytes.IndexByte(got, 0))
+	}
+	s.mustCheck()
+}
