@@ -92,11 +92,6 @@ func buildFork(ctx context.Context, tmp string, parent *Vault, dst, uuid string,
 	if _, err := conn.ExecContext(ctx, "ATTACH DATABASE ? AS src", "file:"+parent.path+"?mode=ro"); err != nil {
 		return err
 	}
-	// Read the parent through mmap: a fork in a fresh process then costs no
-	// read(2) per page of the parent's metadata.
-	if _, err := conn.ExecContext(ctx, "PRAGMA src.mmap_size = 1073741824"); err != nil {
-		return err
-	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
