@@ -173,6 +173,10 @@ func (s *Session) serve() error {
 		}
 		return wire.Errorf(wire.CodeMountFailed, "mount %s: %v", s.dir, err).With("dir", s.dir)
 	}
+	if err := closeFUSEOnExec(); err != nil {
+		_ = server.Unmount()
+		return wire.Errorf(wire.CodeMountFailed, "mount %s: %v", s.dir, err).With("dir", s.dir)
+	}
 	s.mu.Lock()
 	s.server, s.state = server, StateMounted
 	s.mu.Unlock()

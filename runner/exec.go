@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -13,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -56,7 +54,7 @@ const (
 type Runner struct {
 	Store       *vault.Store
 	Policy      *engine.Policy
-	Exe         string   // the avfs binary that serves mounts (`avfs mount`); default os.Executable()
+	Exe         string   // the avfs binary that guards runs (`avfs proxy guard`); default os.Executable()
 	HostEnv     []string // where allow-listed variables come from (os.Environ())
 	ExtraEnv    []string // proxy.env of the config: KEY or KEY=VALUE
 	ApproverKey []byte   // the approver secret; when set, grants must carry its MAC
@@ -279,10 +277,14 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 		Argv: argv, Dir: dir, Env: r.environment(req, ws.dir, env.ID), Stdin: req.Stdin,
 		Timeout: req.Timeout, KillGrace: req.KillGrace, MaxOutput: req.MaxOutput,
 		Stdout: req.Stdout, Stderr: req.Stderr,
-		Exclude: ws.owns,
+		DirServed: ws.session != nil,
 	})
 	var pr ProcResult
+	var g *guard
 	if err == nil {
+		if ws.session != nil {
+			g = startGuard(r.Exe, ws.base)
+		}
 		pr, err = proc.Wait()
 	}
 	env.Timing.RunMS = ms(time.Since(t))
@@ -290,6 +292,9 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 	// 5. Unmount, always.
 	t = time.Now()
 	closeErr := ws.close(context.WithoutCancel(ctx), v, req.Readonly)
+	if g != nil {
+		g.stop() // the mount and the run's directory are gone
+	}
 	env.Timing.MountMS = ms(mountTime + time.Since(t))
 	if err != nil {
 		return fail(env, err)
@@ -500,12 +505,12 @@ func wireChanges(cs []vault.Change) []wire.Change {
 
 // workspace is the vault presented as a directory for one run.
 type workspace struct {
-	mode   string
-	dir    string // what the command sees
-	base   string // our private temporary directory
-	server *exec.Cmd
-	since  time.Time // materialised: when the copy was complete
-	locked bool      // materialised: we hold the vault's mount lock
+	mode    string
+	dir     string // what the command sees
+	base    string // our private temporary directory
+	session *mount.Session
+	since   time.Time // materialised: when the copy was complete
+	locked  bool      // materialised: we hold the vault's mount lock
 }
 
 // unlock releases the mount lock of a materialised copy.
@@ -545,11 +550,6 @@ func waitBusy(ctx context.Context, until time.Time, f func() error) error {
 		}
 		delay = min(2*delay, 200*time.Millisecond)
 	}
-}
-
-// owns tells the process runner which processes are avfs's own (the mount server).
-func (w *workspace) owns(pid int) bool {
-	return w.server != nil && w.server.Process != nil && pid == w.server.Process.Pid
 }
 
 func (r *Runner) tempDir() string {
@@ -614,7 +614,7 @@ func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req R
 				return err
 			}
 		}
-		return r.startServer(ctx, ws, name, req.Readonly)
+		return r.mountHere(ctx, v, name, ws, req.Readonly)
 	})
 	if err != nil {
 		os.RemoveAll(base)
@@ -623,99 +623,38 @@ func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req R
 	return ws, nil
 }
 
-// startServer runs `avfs mount` for the vault at ws.dir and waits until it is ready.
-func (r *Runner) startServer(ctx context.Context, ws *workspace, name string, readonly bool) error {
-	exe := r.Exe
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return wire.Errorf(wire.CodeInternal, "proxy exec: find the avfs binary: %v", err)
-		}
-	}
-	args := []string{"--vault", name, "--json", "mount", "--end-holders", ws.dir}
-	if readonly {
-		args = append(args, "--readonly")
-	}
-	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), "AVFS_HOME="+r.Store.Dir)
-	// The server goes when avfs goes, even on kill -9 (it then unmounts).
-	// Its own process group keeps a terminal's Ctrl-C from it: avfs stops
-	// it once the command has ended (which gets its SIGTERM and kill grace).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
+// mountHere mounts the vault at ws.dir, served by this process. The command
+// must then be started with ProcSpec.DirServed.
+func (r *Runner) mountHere(ctx context.Context, v *vault.Vault, name string, ws *workspace, readonly bool) error {
+	sess, err := mount.Mount(ctx, v, ws.dir, mount.Options{ReadOnly: readonly, FsName: "avfs:" + name, SpillDir: ws.base})
 	if err != nil {
-		return wire.Errorf(wire.CodeInternal, "proxy exec: %v", err)
+		return fmt.Errorf("proxy exec: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
-		return wire.Errorf(wire.CodeMountFailed, "proxy exec: start the mount server: %v", err)
-	}
-	// The first document is the ready line, or an error document, which
-	// the server prints indented over several lines.
-	ready := make(chan []byte, 1)
-	go func() {
-		var doc json.RawMessage
-		dec := json.NewDecoder(out)
-		if err := dec.Decode(&doc); err != nil {
-			b, _ := io.ReadAll(io.MultiReader(dec.Buffered(), out))
-			doc = b
-		}
-		ready <- doc
-		io.Copy(io.Discard, out)
-	}()
-	failStart := func(err error) error {
-		cmd.Process.Kill()
-		cmd.Wait()
-		mount.CleanStale(ws.dir)
-		return err
-	}
-	select {
-	case first := <-ready:
-		var doc map[string]any
-		if json.Unmarshal(first, &doc) != nil || doc["kind"] != "mount_ready" {
-			var e struct {
-				Error struct {
-					Code    wire.Code `json:"code"`
-					Message string    `json:"message"`
-				} `json:"error"`
-			}
-			failStart(nil) // waits for the server: its stderr is complete after it
-			if json.Unmarshal(first, &e) == nil && e.Error.Code != "" {
-				return wire.Errorf(e.Error.Code, "proxy exec: mount: %s", e.Error.Message)
-			}
-			return wire.Errorf(wire.CodeMountFailed, "proxy exec: mount: %s%s", bytes.TrimSpace(first), stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		return failStart(wire.Errorf(wire.CodeMountFailed, "proxy exec: the mount was not ready after 30s"))
-	case <-ctx.Done():
-		return failStart(wire.Errorf(wire.CodeMountFailed, "proxy exec: interrupted while mounting"))
-	}
-	ws.server = cmd
+	ws.session = sess
 	return nil
 }
 
 // close unmounts (or syncs a materialised copy back) and removes the temporary directory.
 func (w *workspace) close(ctx context.Context, v *vault.Vault, readonly bool) error {
 	var err error
-	if w.server != nil {
-		w.server.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- w.server.Wait() }()
-		select {
-		case werr := <-done:
-			if werr != nil {
-				err = wire.Errorf(wire.CodeMountFailed, "unmount: the mount server failed: %v", werr)
+	if w.session != nil {
+		// The command's processes have all ended; anything else still
+		// inside (a process that escaped the command's tree) is ended so
+		// the mount can go, and a mount that still will not go is detached.
+		uerr := w.session.Unmount(false)
+		if wire.HasCode(uerr, wire.CodeMountBusy) {
+			mount.KillHolders(w.dir, 2*time.Second)
+			uerr = w.session.Unmount(false)
+		}
+		if uerr != nil {
+			if lerr := w.session.Unmount(true); lerr != nil {
+				err = fmt.Errorf("proxy exec: %w", lerr)
 			}
-		case <-time.After(20 * time.Second):
-			w.server.Process.Kill()
-			<-done
-			err = wire.Errorf(wire.CodeMountFailed, "unmount: the mount server did not stop")
 		}
-		if mount.IsMounted(w.dir) {
-			_ = mount.Unmount(w.dir, true)
+		if n := w.session.Panics(); n > 0 && err == nil {
+			err = wire.Errorf(wire.CodeInternal, "proxy exec: the mount answered %d request(s) with EIO after an internal failure", n)
 		}
-		w.server = nil
+		w.session = nil
 	} else if w.mode == "materialized" && !readonly {
 		if _, serr := v.Sync(ctx, w.dir, w.since); serr != nil {
 			err = fmt.Errorf("proxy exec: bring the changes back: %w", serr)
@@ -749,17 +688,6 @@ func (r *Runner) cleanStale() {
 		if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
 			continue
 		}
-		dir := filepath.Join(r.tempDir(), name)
-		root := filepath.Join(dir, "root")
-		mount.KillHolders(root, 2*time.Second) // before a dead mount is detached, while their paths still show where they are
-		_ = mount.CleanStale(root)
-		if mount.IsMounted(root) {
-			if mount.Unmount(root, false) != nil {
-				_ = mount.Unmount(root, true)
-			}
-		}
-		if !mount.IsMounted(root) {
-			os.RemoveAll(dir)
-		}
+		cleanRun(filepath.Join(r.tempDir(), name))
 	}
 }

@@ -47,6 +47,15 @@ type ProcSpec struct {
 	Argv []string
 	// Dir is the working directory; empty means avfs's own.
 	Dir string
+	// DirServed says that Dir is on a FUSE mount this process serves. The
+	// command then changes into Dir itself (through /bin/sh, which then
+	// execs it) instead of avfs changing into it between fork and exec: the
+	// forking thread keeps its P until the exec, so a FUSE request from that
+	// window (the chdir, or the exec of a program on the mount) can deadlock
+	// against a stop-the-world (go-fuse's doc lists these deadlocks). The
+	// command gets the same environment, argv and exit statuses (the shell
+	// may reorder the environment; a script on the mount sees $0 as given).
+	DirServed bool
 	// Env is the complete environment (KEY=VALUE); nothing else is inherited.
 	Env []string
 	// Stdin is the command's standard input; nil means /dev/null. An
@@ -266,6 +275,9 @@ func (p *Proc) start(path string) error {
 		// controlling terminal to block on.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
+	if p.spec.DirServed {
+		cmd.Path, cmd.Args, cmd.Dir = trampolineShell, trampoline(p.spec), ""
+	}
 	p.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		restore()
@@ -300,6 +312,32 @@ func (p *Proc) start(path string) error {
 	}
 	p.cmd, p.tr, p.restore = cmd, tr, restore
 	return nil
+}
+
+// trampolineShell changes into a served directory for the command; see
+// ProcSpec.DirServed.
+const trampolineShell = "/bin/sh"
+
+// trampoline is the argv that runs spec through trampolineShell: cd to
+// Dir, put PWD and OLDPWD back as Env has them (cd sets both), and exec the
+// command, which the shell looks up on Env's PATH as lookPath did. A cd that
+// fails is 126, as for a command that cannot run.
+func trampoline(spec ProcSpec) []string {
+	script := `cd "$1" || exit 126; shift;`
+	for _, k := range []string{"PWD", "OLDPWD"} {
+		if v, ok := lookupOK(spec.Env, k); ok {
+			script += " export " + k + "=" + shellQuote(v) + ";"
+		} else {
+			script += " unset " + k + ";"
+		}
+	}
+	script += ` exec "$@"`
+	return append([]string{"sh", "-c", script, "avfs", spec.Dir}, spec.Argv...)
+}
+
+// shellQuote quotes s as one word for /bin/sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func closeAll(files ...*os.File) {

@@ -632,3 +632,49 @@ func TestParseStat(t *testing.T) {
 		t.Error("short line parsed")
 	}
 }
+
+// With DirServed the command changes into Dir itself, and sees the same
+// argv, environment, working directory and exit statuses as without.
+func TestDirServed(t *testing.T) {
+	dir := t.TempDir()
+	real, _ := filepath.EvalSymlinks(dir)
+	if err := os.WriteFile(filepath.Join(dir, "prog"), []byte("#!/bin/sh\necho \"${0##*/}|$1|$(pwd -P)\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "noexec"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		argv []string
+		env  []string
+		out  string
+		code int
+	}{
+		{"env exactly", []string{"env"}, []string{"PATH=/usr/bin:/bin", "X=it's"}, "PATH=/usr/bin:/bin\nX=it's\n", 0},
+		{"PWD and OLDPWD kept", []string{"env"}, []string{"OLDPWD=/o ld", "PATH=/usr/bin:/bin", "PWD=/p'q"}, "OLDPWD=/o ld\nPATH=/usr/bin:/bin\nPWD=/p'q\n", 0},
+		{"relative program in dir", []string{"./prog", "a b"}, testEnv, "prog|a b|" + real + "\n", 0},
+		{"argv[0] kept", []string{"sh", "-c", `echo "$0 $(pwd -P)"`, "zero"}, testEnv, "zero " + real + "\n", 0},
+		{"exit status", []string{"sh", "-c", "exit 7"}, testEnv, "", 7},
+		{"not found", []string{"no-such-program-avfs"}, testEnv, "", 127},
+		{"not executable", []string{"./noexec"}, testEnv, "", 126},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, served := range []bool{false, true} {
+				res, err := Run(context.Background(), ProcSpec{Argv: tc.argv, Env: tc.env, Dir: dir, DirServed: served})
+				if err != nil {
+					t.Fatalf("served=%v: %v", served, err)
+				}
+				got := string(res.Stdout.Bytes())
+				if tc.argv[0] == "env" { // the shell may reorder the environment
+					lines := strings.SplitAfter(got, "\n")
+					slices.Sort(lines)
+					got = strings.Join(lines, "")
+				}
+				if got != tc.out || res.ExitCode != tc.code {
+					t.Errorf("served=%v: exit %d, stdout %q; want %d, %q (stderr %q)", served, res.ExitCode, got, tc.code, tc.out, res.Stderr.Bytes())
+				}
+			}
+		})
+	}
+}

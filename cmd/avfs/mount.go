@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -44,7 +43,6 @@ func mountCommand(e *env) *cli.Command {
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request on stderr"},
 			// proxy exec's private mount: what still uses it when it stops
 			// is left over from the run (its avfs was killed) and is ended.
-			&cli.BoolFlag{Name: "end-holders", Hidden: true},
 		},
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "DIR")
@@ -85,10 +83,6 @@ func mountCommand(e *env) *cli.Command {
 				}
 				// SIGINT/SIGTERM: unmount; if something still uses it, detach it.
 				err = sess.Unmount(false)
-				if err != nil && c.Bool("end-holders") && wire.HasCode(err, wire.CodeMountBusy) {
-					mount.KillHolders(dir, 2*time.Second)
-					err = sess.Unmount(false)
-				}
 				if err != nil {
 					if lerr := sess.Unmount(true); lerr != nil {
 						return lerr

@@ -20,6 +20,19 @@ func proxyCommand(e *env) *cli.Command {
 		UsageText: "avfs proxy exec [options] -- CMD [ARG…]\n\nexample: avfs --json proxy exec -- git status",
 		Subcommands: []*cli.Command{
 			proxyExecCommand(e),
+			{
+				Name:   "guard",
+				Hidden: true,
+				Usage:  "clean up after a run whose avfs was killed (started by proxy exec)",
+				Action: func(c *cli.Context) error {
+					a, err := args(c, 1, 1, "RUN_DIR")
+					if err != nil {
+						return err
+					}
+					runner.Guard(c.Context, e.stdin, a[0])
+					return nil
+				},
+			},
 		},
 	}
 }

@@ -114,8 +114,8 @@ func (a *avfs) command(args ...string) *exec.Cmd {
 }
 
 // checkNothingLeft fails the test if avfs left anything under tmp: a
-// directory of a run, a mount, or a process (a mount server names its
-// mount point on its command line; a command runs in it).
+// directory of a run, a mount, or a process (a guard names its run's
+// directory on its command line; a command runs in it).
 func checkNothingLeft(t *testing.T, tmp string) {
 	t.Helper()
 	ents, _ := os.ReadDir(tmp)
@@ -194,6 +194,23 @@ func sleeping(marker string) []int {
 		}
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
 		if string(cmdline) == "sleep\x00"+marker+"\x00" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// guarding lists the guards (`avfs proxy guard DIR`) of runs under tmp.
+func guarding(tmp string) []int {
+	procs, _ := os.ReadDir("/proc")
+	var out []int
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if _, dir, ok := strings.Cut(string(cmdline), "\x00proxy\x00guard\x00"); ok && strings.HasPrefix(dir, tmp+"/") {
 			out = append(out, pid)
 		}
 	}
@@ -1060,6 +1077,32 @@ func (s *startedRun) wait(t *testing.T) proxyRun {
 	return decodeProxyRun(t, s.args, exitCode(err), s.out.Bytes(), s.errb.Bytes())
 }
 
+// A run killed before its guard started is cleaned up by the next run.
+func TestProxyKilledEarly(t *testing.T) {
+	t.Parallel()
+	a := newProxyAVFS(t)
+	m := []string{"--mount-mode", "fuse"}
+	mk := marker()
+	s := a.startProxy(m, "sh", "-c", "echo during > during.txt; sleep "+mk)
+	waitFor(t, 10*time.Second, "the command to run", func() bool { return len(sleeping(mk)) > 0 })
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	r := a.proxy(m, "cat", "during.txt")
+	r.ok(t, wire.Allow)
+	equal(t, "during.txt", r.stdout(t), "during\n")
+	if left := sleeping(mk); len(left) > 0 {
+		t.Fatalf("the killed run's command still runs: %v", left)
+	}
+	waitFor(t, 5*time.Second, "the killed run's guard, if any, to go", func() bool { return len(guarding(a.tmpDir())) == 0 })
+	ents, _ := os.ReadDir(a.tmpDir())
+	for _, e := range ents {
+		t.Errorf("left in TMPDIR: %s", e.Name())
+	}
+	if mounts := mountsUnder(a.tmpDir()); len(mounts) > 0 {
+		t.Fatalf("mounts left: %q", mounts)
+	}
+}
+
 func TestProxyKilled(t *testing.T) {
 	t.Parallel()
 	eachMode(t, func(t *testing.T, mode string) {
@@ -1069,17 +1112,21 @@ func TestProxyKilled(t *testing.T) {
 		mk := marker()
 		s := a.startProxy(m, "sh", "-c", "echo during > during.txt; sleep "+mk+"; echo never")
 		waitFor(t, 10*time.Second, "the command to run", func() bool { return len(sleeping(mk)) > 0 })
-		if mode == "fuse" && len(mountsUnder(a.tmpDir())) != 1 {
-			t.Fatalf("mounts while running: %q", mountsUnder(a.tmpDir()))
+		if mode == "fuse" {
+			if len(mountsUnder(a.tmpDir())) != 1 {
+				t.Fatalf("mounts while running: %q", mountsUnder(a.tmpDir()))
+			}
+			// A run that lasts longer than runner.GuardDelay has a guard.
+			waitFor(t, 10*time.Second, "the run's guard", func() bool { return len(guarding(a.tmpDir())) == 1 })
 		}
 		s.cmd.Process.Kill()
 		if err := s.cmd.Wait(); exitCode(err) != -1 || s.out.Len() != 0 {
 			t.Fatalf("kill -9: %v, stdout %q", err, s.out.String())
 		}
 		if mode == "fuse" {
-			// The mount server outlives avfs only to end what uses its mount, and unmount.
+			// The guard outlives avfs only to end what uses its mount, and unmount.
 			waitFor(t, 5*time.Second, "the run's processes and mount to go", func() bool {
-				return len(sleeping(mk)) == 0 && len(processesUsing(a.tmpDir())) == 0 && len(mountsUnder(a.tmpDir())) == 0
+				return len(sleeping(mk)) == 0 && len(processesUsing(a.tmpDir())) == 0 && len(mountsUnder(a.tmpDir())) == 0 && len(guarding(a.tmpDir())) == 0
 			})
 		}
 
