@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"avfs/wire"
@@ -141,6 +142,29 @@ func (s *Store) createFork(ctx context.Context, parent *Vault, dst, uuid string,
 	return info, nil
 }
 
+// forkIndexesBefore are the indexes that stay empty or nearly so in a new
+// fork (partial ones that leave out its rows, ones on tables it does not
+// copy): they cost next to nothing to keep during the copy, while building
+// one afterwards scans its table. forkIndexesAfter are the others, cheaper
+// to build after the copy than to keep during it.
+var forkIndexesBefore, forkIndexesAfter = splitForkIndexes(indexSQL)
+
+func splitForkIndexes(all string) (before, after string) {
+	for _, stmt := range strings.Split(all, ";") {
+		stmt = strings.TrimSpace(stmt)
+		if stmt == "" {
+			continue
+		}
+		copied := strings.Contains(stmt, " ON inodes(") || strings.Contains(stmt, " ON dentries(")
+		if copied && !strings.Contains(stmt, " WHERE ") {
+			after += stmt + ";\n"
+		} else {
+			before += stmt + ";\n"
+		}
+	}
+	return before, after
+}
+
 // syncFile fsyncs the file or directory at p; a missing file is fine.
 func syncFile(p string) error {
 	f, err := os.Open(p)
@@ -182,6 +206,13 @@ func buildFork(ctx context.Context, tmp string, parent *Vault, dst, uuid string,
 	if _, err := conn.ExecContext(ctx, "ATTACH DATABASE ? AS src", "file:"+parent.path+"?mode=ro"); err != nil {
 		return err
 	}
+	// Small page caches: every page of memory a process touches for the
+	// first time costs a page fault, which costs more than a write or
+	// read of the page through the OS (the fork is written with no journal,
+	// so a full cache just spills to the file).
+	if _, err := conn.ExecContext(ctx, "PRAGMA main.cache_size = 64; PRAGMA src.cache_size = 16"); err != nil {
+		return err
+	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -192,7 +223,7 @@ func buildFork(ctx context.Context, tmp string, parent *Vault, dst, uuid string,
 		sql  string
 		args []any
 	}{
-		{schemaSQL, nil},
+		{schemaSQL + forkIndexesBefore, nil},
 		{`INSERT INTO main.state (id, uuid, name, created_ns, gen, next_ino, files, bytes, max_bytes, max_files, max_file_bytes, parent_name, parent_uuid, parent_gen, forked_ns)
 			VALUES (1, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			[]any{uuid, dst, now, pst.nextIno, pst.files, pst.bytes, pst.maxBytes, pst.maxFiles, pst.maxFileBytes, pst.name, pst.uuid, g, now}},
@@ -201,7 +232,7 @@ func buildFork(ctx context.Context, tmp string, parent *Vault, dst, uuid string,
 			WHERE gen_from <= ? AND gen_to > ? ORDER BY ino`, []any{g, g}},
 		{`INSERT INTO main.dentries (parent, name, gen_from, ino)
 			SELECT parent, name, 1, ino FROM src.dentries WHERE gen_from <= ? AND gen_to > ? ORDER BY parent, name`, []any{g, g}},
-		{indexSQL, nil},
+		{forkIndexesAfter, nil},
 		{fmt.Sprintf("PRAGMA user_version = %d", schemaVersion), nil},
 	} {
 		if _, err := tx.ExecContext(ctx, q.sql, q.args...); err != nil {

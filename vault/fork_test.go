@@ -220,9 +220,10 @@ func TestForkSpeed(t *testing.T) {
 	}
 	defer func() { forkPhase = nil }()
 	var total, cpu []time.Duration
+	var faults []int64
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("bench%d", i)
-		c0 := cpuTime()
+		c0, f0 := cpuTime()
 		start := time.Now()
 		last = start
 		f, err := s.Fork(ctx, "big", name)
@@ -230,7 +231,9 @@ func TestForkSpeed(t *testing.T) {
 			t.Fatal(err)
 		}
 		total = append(total, time.Since(start))
-		cpu = append(cpu, cpuTime()-c0)
+		c1, f1 := cpuTime()
+		cpu = append(cpu, c1-c0)
+		faults = append(faults, f1-f0)
 		f.Close()
 		if err := s.Delete(ctx, name, false); err != nil {
 			t.Fatal(err)
@@ -246,13 +249,15 @@ func TestForkSpeed(t *testing.T) {
 	}
 	t.Logf("%-26s median %6.2f ms  min %6.2f ms", "TOTAL", float64(med(total))/1e6, float64(slices.Min(total))/1e6)
 	t.Logf("%-26s median %6.2f ms  min %6.2f ms", "CPU", float64(med(cpu))/1e6, float64(slices.Min(cpu))/1e6)
+	slices.Sort(faults)
+	t.Logf("%-26s median %6d     min %6d", "page faults", faults[len(faults)/2], faults[0])
 }
 
-// cpuTime is the CPU time the process has used.
-func cpuTime() time.Duration {
+// cpuTime is the CPU time the process has used and its page faults.
+func cpuTime() (time.Duration, int64) {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Minflt + ru.Majflt
 }
 
 // buildBenchVault makes the vault "big" like tests/bench: 10,000 files in
@@ -297,5 +302,38 @@ func buildBenchVault(t *testing.T, s *Store, src string) {
 		if _, err := v.RestoreCheckpoint(ctx, cp.Name); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A fork builds every index, most of them before its bulk copy.
+func TestForkIndexes(t *testing.T) {
+	if !strings.Contains(forkIndexesAfter, "dentries_ino") || strings.Contains(forkIndexesBefore, "dentries_ino") ||
+		!strings.Contains(forkIndexesBefore, "inodes_gen_from") {
+		t.Fatalf("before:\n%s\nafter:\n%s", forkIndexesBefore, forkIndexesAfter)
+	}
+	ctx := context.Background()
+	s, parent := newVault(t)
+	write(t, parent, "/x", "x")
+	fork, err := s.Fork(ctx, "t", "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fork.Close()
+	list := func(v *Vault) string {
+		rows, err := v.rdb.Query("SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL ORDER BY name")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var b strings.Builder
+		for rows.Next() {
+			var n, q string
+			rows.Scan(&n, &q)
+			fmt.Fprintf(&b, "%s: %s\n", n, q)
+		}
+		return b.String()
+	}
+	if a, b := list(parent), list(fork); a != b || a == "" {
+		t.Fatalf("parent indexes:\n%s\nfork indexes:\n%s", a, b)
 	}
 }
