@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"avfs/wire"
@@ -49,9 +48,28 @@ func (s *Store) fork(ctx context.Context, src, dst string) (Info, error) {
 	if err := ValidName(src); err != nil {
 		return Info{}, err
 	}
-	if _, err := os.Stat(s.PathOf(dst)); err == nil {
+	path, err := filepath.Abs(s.PathOf(dst))
+	if err != nil {
+		return Info{}, wire.Errorf(wire.CodeHostIO, "fork vault: %w", err)
+	}
+	if _, err := os.Stat(path); err == nil {
 		return Info{}, wire.Errorf(wire.CodeAlreadyExists, "fork vault: %q already exists", dst).With("vault", dst)
 	}
+	uuid := newUUID()
+	dir := filepath.Dir(path)
+	tmp := filepath.Join(dir, "."+dst+"."+uuid+".tmp")
+	defer removeFiles(tmp)
+	// The new file and its schema do not depend on the parent: make them
+	// while the parent is opened and pinned.
+	prepared := make(chan *forkBuild, 1)
+	go func() { prepared <- prepareFork(ctx, tmp) }()
+	var b *forkBuild
+	defer func() {
+		if b == nil {
+			b = <-prepared
+		}
+		b.close()
+	}()
 	// Only the parent's writer connection is used: for the pin.
 	parent, err := openWriter(ctx, s.PathOf(src), s.Opts)
 	if err != nil {
@@ -59,7 +77,6 @@ func (s *Store) fork(ctx context.Context, src, dst string) (Info, error) {
 	}
 	defer func() { parent.Close(); phase("parent close") }()
 	phase("parent open")
-	uuid := newUUID()
 	var pst state
 	// Pin src's state: the fork point is a generation src keeps.
 	err = parent.update(ctx, "fork vault", func(t *txn) error {
@@ -79,7 +96,9 @@ func (s *Store) fork(ctx context.Context, src, dst string) (Info, error) {
 	// mode are not synced: sync the parent's WAL while the fork is built.
 	pinSynced := make(chan error, 1)
 	go func() { pinSynced <- syncFile(parent.path + "-wal") }()
-	info, err := s.createFork(ctx, parent, dst, uuid, pst, pinSynced)
+	b = <-prepared
+	phase("prepared")
+	info, err := s.createFork(ctx, b, parent, path, tmp, dst, uuid, pst, pinSynced)
 	if err != nil {
 		// Release the pin; the fork was not made.
 		p := parent
@@ -98,24 +117,21 @@ func (s *Store) fork(ctx context.Context, src, dst string) (Info, error) {
 	return info, nil
 }
 
-// createFork builds the fork in a temporary file and links it into place
-// once it is complete and synced, and the parent's pin too.
-func (s *Store) createFork(ctx context.Context, parent *Vault, dst, uuid string, pst state, pinSynced <-chan error) (Info, error) {
-	path, err := filepath.Abs(s.PathOf(dst))
-	if err != nil {
-		return Info{}, wire.Errorf(wire.CodeHostIO, "fork vault: %w", err)
-	}
-	dir := filepath.Dir(path)
-	tmp := filepath.Join(dir, "."+dst+"."+uuid+".tmp")
-	defer removeFiles(tmp)
+// createFork fills the prepared fork file b and links it into place at
+// path once it is complete and synced, and the parent's pin too.
+func (s *Store) createFork(ctx context.Context, b *forkBuild, parent *Vault, path, tmp, dst, uuid string, pst state, pinSynced <-chan error) (Info, error) {
 	actor := s.Opts.Actor
 	if actor == "" {
 		actor = defaultActor()
 	}
 	now := time.Now().UnixNano()
-	if err := buildFork(ctx, tmp, parent, dst, uuid, pst, now, actor); err != nil {
+	if err := b.fill(ctx, parent, dst, uuid, pst, now, actor); err != nil {
 		return Info{}, storageErr("fork vault", err)
 	}
+	if err := syncFile(tmp); err != nil {
+		return Info{}, wire.Errorf(wire.CodeHostIO, "fork vault: sync %s: %w", tmp, err)
+	}
+	phase("fsync")
 	if err := <-pinSynced; err != nil {
 		return Info{}, wire.Errorf(wire.CodeHostIO, "fork vault: sync %s: %w", parent.path, err)
 	}
@@ -127,6 +143,7 @@ func (s *Store) createFork(ctx context.Context, parent *Vault, dst, uuid string,
 		return Info{}, wire.Errorf(wire.CodeHostIO, "fork vault: %w", err)
 	}
 	// The new name must survive a crash as well.
+	dir := filepath.Dir(path)
 	if err := syncFile(dir); err != nil {
 		return Info{}, wire.Errorf(wire.CodeHostIO, "fork vault: sync %s: %w", dir, err)
 	}
@@ -140,29 +157,6 @@ func (s *Store) createFork(ctx context.Context, parent *Vault, dst, uuid string,
 		info.FileSize = fi.Size()
 	}
 	return info, nil
-}
-
-// forkIndexesBefore are the indexes that stay empty or nearly so in a new
-// fork (partial ones that leave out its rows, ones on tables it does not
-// copy): they cost next to nothing to keep during the copy, while building
-// one afterwards scans its table. forkIndexesAfter are the others, cheaper
-// to build after the copy than to keep during it.
-var forkIndexesBefore, forkIndexesAfter = splitForkIndexes(indexSQL)
-
-func splitForkIndexes(all string) (before, after string) {
-	for _, stmt := range strings.Split(all, ";") {
-		stmt = strings.TrimSpace(stmt)
-		if stmt == "" {
-			continue
-		}
-		copied := strings.Contains(stmt, " ON inodes(") || strings.Contains(stmt, " ON dentries(")
-		if copied && !strings.Contains(stmt, " WHERE ") {
-			after += stmt + ";\n"
-		} else {
-			before += stmt + ";\n"
-		}
-	}
-	return before, after
 }
 
 // syncFile fsyncs the file or directory at p; a missing file is fine.
@@ -181,39 +175,72 @@ func syncFile(p string) error {
 	return err
 }
 
-// buildFork writes the fork into tmp with no journal (the file is thrown
-// away on any failure): it bulk-copies the metadata visible at the pinned
-// generation, builds the indexes, switches the file to WAL and syncs it.
-// It closes parent once it no longer needs it.
-func buildFork(ctx context.Context, tmp string, parent *Vault, dst, uuid string, pst state, now int64, actor string) error {
+// forkBuild is a fork's file while it is built: with no journal (the file
+// is thrown away on any failure) and small page caches, because every page
+// of memory a process touches for the first time costs a page fault, more
+// than writing a page out to the file and reading it back.
+type forkBuild struct {
+	db   *sql.DB
+	conn *sql.Conn
+	err  error
+}
+
+// prepareFork creates the file tmp with the vault schema and its indexes
+// (kept during the copy rather than built after it: a sort costs more
+// fresh memory).
+func prepareFork(ctx context.Context, tmp string) *forkBuild {
+	b := &forkBuild{}
 	// Vault files are private, like the ones Create makes.
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		return err
+		b.err = err
+		return b
 	}
 	f.Close()
-	db, err := sql.Open("sqlite3", "file:"+tmp+"?_journal_mode=OFF&_synchronous=OFF")
-	if err != nil {
+	if b.db, b.err = sql.Open("sqlite3", "file:"+tmp+"?_journal_mode=OFF&_synchronous=OFF"); b.err != nil {
+		return b
+	}
+	b.db.SetMaxOpenConns(1)
+	if b.conn, b.err = b.db.Conn(ctx); b.err != nil {
+		return b
+	}
+	b.err = b.exec(ctx, "PRAGMA cache_size = 64; BEGIN; "+schemaSQL+indexSQL+fmt.Sprintf("PRAGMA user_version = %d; COMMIT", schemaVersion))
+	return b
+}
+
+func (b *forkBuild) exec(ctx context.Context, query string, args ...any) error {
+	_, err := b.conn.ExecContext(ctx, query, args...)
+	return err
+}
+
+// close closes the build's connection (idempotent).
+func (b *forkBuild) close() error {
+	var errs []error
+	if b.conn != nil {
+		errs = append(errs, b.conn.Close())
+		b.conn = nil
+	}
+	if b.db != nil {
+		errs = append(errs, b.db.Close())
+		b.db = nil
+	}
+	return errors.Join(errs...)
+}
+
+// fill copies the metadata of parent visible at the pinned generation,
+// writes the fork's state and audit rows, and switches the file to WAL.
+// It closes parent once it no longer needs it, and the build.
+func (b *forkBuild) fill(ctx context.Context, parent *Vault, dst, uuid string, pst state, now int64, actor string) error {
+	if b.err != nil {
+		return b.err
+	}
+	if err := b.exec(ctx, "ATTACH DATABASE ? AS src", "file:"+parent.path+"?mode=ro"); err != nil {
 		return err
 	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	conn, err := db.Conn(ctx)
-	if err != nil {
+	if err := b.exec(ctx, "PRAGMA src.cache_size = 16"); err != nil {
 		return err
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "ATTACH DATABASE ? AS src", "file:"+parent.path+"?mode=ro"); err != nil {
-		return err
-	}
-	// Small page caches: every page of memory a process touches for the
-	// first time costs a page fault, which costs more than a write or
-	// read of the page through the OS (the fork is written with no journal,
-	// so a full cache just spills to the file).
-	if _, err := conn.ExecContext(ctx, "PRAGMA main.cache_size = 64; PRAGMA src.cache_size = 16"); err != nil {
-		return err
-	}
-	tx, err := conn.BeginTx(ctx, nil)
+	tx, err := b.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -223,7 +250,6 @@ func buildFork(ctx context.Context, tmp string, parent *Vault, dst, uuid string,
 		sql  string
 		args []any
 	}{
-		{schemaSQL + forkIndexesBefore, nil},
 		{`INSERT INTO main.state (id, uuid, name, created_ns, gen, next_ino, files, bytes, max_bytes, max_files, max_file_bytes, parent_name, parent_uuid, parent_gen, forked_ns)
 			VALUES (1, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			[]any{uuid, dst, now, pst.nextIno, pst.files, pst.bytes, pst.maxBytes, pst.maxFiles, pst.maxFileBytes, pst.name, pst.uuid, g, now}},
@@ -232,8 +258,6 @@ func buildFork(ctx context.Context, tmp string, parent *Vault, dst, uuid string,
 			WHERE gen_from <= ? AND gen_to > ? ORDER BY ino`, []any{g, g}},
 		{`INSERT INTO main.dentries (parent, name, gen_from, ino)
 			SELECT parent, name, 1, ino FROM src.dentries WHERE gen_from <= ? AND gen_to > ? ORDER BY parent, name`, []any{g, g}},
-		{forkIndexesAfter, nil},
-		{fmt.Sprintf("PRAGMA user_version = %d", schemaVersion), nil},
 	} {
 		if _, err := tx.ExecContext(ctx, q.sql, q.args...); err != nil {
 			return err
@@ -261,19 +285,14 @@ func buildFork(ctx context.Context, tmp string, parent *Vault, dst, uuid string,
 	// does not need (its WAL is synced) and which would cost a sync of the
 	// whole parent file.
 	parent.Close()
-	if _, err := conn.ExecContext(ctx, "DETACH DATABASE src"); err != nil {
+	if err := b.exec(ctx, "DETACH DATABASE src"); err != nil {
 		return err
 	}
-	if _, err := conn.ExecContext(ctx, "PRAGMA journal_mode = WAL"); err != nil {
+	if err := b.exec(ctx, "PRAGMA journal_mode = WAL"); err != nil {
 		return err
 	}
-	conn.Close()
-	if err := db.Close(); err != nil {
-		return err
-	}
+	err = b.close()
 	phase("wal+close")
-	err = syncFile(tmp)
-	phase("fsync")
 	return err
 }
 
