@@ -12,28 +12,74 @@ import (
 	"avfs/wire"
 )
 
+// forkPhase, when set (by tests), is called at the end of each phase of a
+// fork with the phase's name.
+var forkPhase func(name string)
+
+func phase(name string) {
+	if forkPhase != nil {
+		forkPhase(name)
+	}
+}
+
 // Fork makes a new vault dst that starts as src's current state. It copies
 // metadata only: file content stays in src (or src's ancestors) and is read
 // from there, and src keeps the state the fork borrows from (like a
 // checkpoint) until the fork is detached or deleted. Writes in either vault
 // never show in the other.
 func (s *Store) Fork(ctx context.Context, src, dst string) (*Vault, error) {
+	if _, err := s.fork(ctx, src, dst); err != nil {
+		return nil, err
+	}
+	// The fork was just built with this schema version: no need to check it.
+	return open(s.PathOf(dst), s.Opts)
+}
+
+// ForkInfo forks like Fork and returns the new vault's Info instead of
+// opening it.
+func (s *Store) ForkInfo(ctx context.Context, src, dst string) (Info, error) {
+	return s.fork(ctx, src, dst)
+}
+
+func (s *Store) fork(ctx context.Context, src, dst string) (Info, error) {
 	if err := ValidName(dst); err != nil {
-		return nil, err
+		return Info{}, err
 	}
-	parent, err := s.Open(ctx, src)
+	if err := ValidName(src); err != nil {
+		return Info{}, err
+	}
+	path, err := filepath.Abs(s.PathOf(dst))
 	if err != nil {
-		return nil, err
+		return Info{}, wire.Errorf(wire.CodeHostIO, "fork vault: %w", err)
 	}
-	defer parent.Close()
-	if _, err := os.Stat(s.PathOf(dst)); err == nil {
-		return nil, wire.Errorf(wire.CodeAlreadyExists, "fork vault: %q already exists", dst).With("vault", dst)
+	if _, err := os.Stat(path); err == nil {
+		return Info{}, wire.Errorf(wire.CodeAlreadyExists, "fork vault: %q already exists", dst).With("vault", dst)
 	}
-	uuid := ""
+	uuid := newUUID()
+	dir := filepath.Dir(path)
+	tmp := filepath.Join(dir, "."+dst+"."+uuid+".tmp")
+	defer removeFiles(tmp)
+	// The new file and its schema do not depend on the parent: make them
+	// while the parent is opened and pinned.
+	prepared := make(chan *forkBuild, 1)
+	go func() { prepared <- prepareFork(ctx, tmp) }()
+	var b *forkBuild
+	defer func() {
+		if b == nil {
+			b = <-prepared
+		}
+		b.close()
+	}()
+	// Only the parent's writer connection is used: for the pin.
+	parent, err := openWriter(ctx, s.PathOf(src), s.Opts)
+	if err != nil {
+		return Info{}, err
+	}
+	defer func() { parent.Close(); phase("parent close") }()
+	phase("parent open")
 	var pst state
 	// Pin src's state: the fork point is a generation src keeps.
 	err = parent.update(ctx, "fork vault", func(t *txn) error {
-		uuid = newUUID()
 		pst = t.st
 		if _, err := t.tx.ExecContext(ctx, "INSERT INTO forks (uuid, name, gen, created_ns) VALUES (?, ?, ?, ?)", uuid, dst, t.st.gen, t.now); err != nil {
 			return err
@@ -43,70 +89,167 @@ func (s *Store) Fork(ctx context.Context, src, dst string) (*Vault, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return Info{}, err
 	}
-	child, err := s.createFork(ctx, parent, dst, uuid, pst)
+	phase("pin")
+	// The pin must be durable before the fork exists, and commits in WAL
+	// mode are not synced: sync the parent's WAL while the fork is built.
+	pinSynced := make(chan error, 1)
+	go func() { pinSynced <- syncFile(parent.path + "-wal") }()
+	b = <-prepared
+	phase("prepared")
+	info, err := s.createFork(ctx, b, parent, path, tmp, dst, uuid, pst, pinSynced)
 	if err != nil {
 		// Release the pin; the fork was not made.
-		_ = parent.update(ctx, "fork vault", func(t *txn) error {
+		p := parent
+		if p.isClosed() {
+			if p, err = openWriter(ctx, s.PathOf(src), s.Opts); err != nil {
+				return Info{}, err
+			}
+			defer p.Close()
+		}
+		_ = p.update(ctx, "fork vault", func(t *txn) error {
 			_, err := t.tx.ExecContext(ctx, "DELETE FROM forks WHERE uuid = ?", uuid)
 			return err
 		})
-		return nil, err
+		return Info{}, err
 	}
-	return child, nil
+	return info, nil
 }
 
-// createFork builds the fork in a temporary file with no journal (it is
-// thrown away on any failure), bulk-copies the metadata visible at the pinned
-// generation, builds the indexes afterwards, switches it to WAL and only
-// then links it into place.
-func (s *Store) createFork(ctx context.Context, parent *Vault, dst, uuid string, pst state) (*Vault, error) {
-	path := s.PathOf(dst)
-	tmp := filepath.Join(filepath.Dir(path), "."+dst+"."+uuid+".tmp")
-	defer removeFiles(tmp)
-	if err := buildFork(ctx, tmp, parent, dst, uuid, pst, s.Opts.Actor); err != nil {
-		return nil, storageErr("fork vault", err)
+// createFork fills the prepared fork file b and links it into place at
+// path once it is complete and synced, and the parent's pin too.
+func (s *Store) createFork(ctx context.Context, b *forkBuild, parent *Vault, path, tmp, dst, uuid string, pst state, pinSynced <-chan error) (Info, error) {
+	actor := s.Opts.Actor
+	if actor == "" {
+		actor = defaultActor()
 	}
+	now := time.Now().UnixNano()
+	if err := b.fill(ctx, parent, dst, uuid, pst, now, actor); err != nil {
+		return Info{}, storageErr("fork vault", err)
+	}
+	if err := syncFile(tmp); err != nil {
+		return Info{}, wire.Errorf(wire.CodeHostIO, "fork vault: sync %s: %w", tmp, err)
+	}
+	phase("fsync")
+	if err := <-pinSynced; err != nil {
+		return Info{}, wire.Errorf(wire.CodeHostIO, "fork vault: sync %s: %w", parent.path, err)
+	}
+	phase("pin sync")
 	if err := os.Link(tmp, path); err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return nil, wire.Errorf(wire.CodeAlreadyExists, "fork vault: %q already exists", dst).With("vault", dst)
+			return Info{}, wire.Errorf(wire.CodeAlreadyExists, "fork vault: %q already exists", dst).With("vault", dst)
 		}
-		return nil, wire.Errorf(wire.CodeHostIO, "fork vault: %w", err)
+		return Info{}, wire.Errorf(wire.CodeHostIO, "fork vault: %w", err)
 	}
-	return Open(ctx, path, s.Opts)
+	// The new name must survive a crash as well.
+	dir := filepath.Dir(path)
+	if err := syncFile(dir); err != nil {
+		return Info{}, wire.Errorf(wire.CodeHostIO, "fork vault: sync %s: %w", dir, err)
+	}
+	phase("link")
+	st := pst
+	st.name, st.uuid, st.gen = dst, uuid, 1
+	info := Info{Name: dst, UUID: uuid, Path: path, CreatedAt: time.Unix(0, now), Files: pst.files, Bytes: pst.bytes,
+		Quota: quotaOf(st), Generation: 1, Forks: []ForkRef{},
+		Parent: &ForkPoint{Name: pst.name, UUID: pst.uuid, Generation: pst.gen, ForkedAt: time.Unix(0, now)}}
+	if fi, err := os.Stat(path); err == nil {
+		info.FileSize = fi.Size()
+	}
+	return info, nil
 }
 
-func buildFork(ctx context.Context, tmp string, parent *Vault, dst, uuid string, pst state, actor string) error {
-	db, err := sql.Open("sqlite3", "file:"+tmp+"?_journal_mode=OFF&_synchronous=OFF&_foreign_keys=on")
+// syncFile fsyncs the file or directory at p; a missing file is fine.
+func syncFile(p string) error {
+	f, err := os.Open(p)
 	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
 		return err
 	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	conn, err := db.Conn(ctx)
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// forkBuild is a fork's file while it is built: with no journal (the file
+// is thrown away on any failure) and small page caches, because every page
+// of memory a process touches for the first time costs a page fault, more
+// than writing a page out to the file and reading it back.
+type forkBuild struct {
+	db   *sql.DB
+	conn *sql.Conn
+	err  error
+}
+
+// prepareFork creates the file tmp with the vault schema and its indexes
+// (kept during the copy rather than built after it: a sort costs more
+// fresh memory).
+func prepareFork(ctx context.Context, tmp string) *forkBuild {
+	b := &forkBuild{}
+	// Vault files are private, like the ones Create makes.
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
+		b.err = err
+		return b
+	}
+	f.Close()
+	if b.db, b.err = sql.Open("sqlite3", "file:"+tmp+"?_journal_mode=OFF&_synchronous=OFF"); b.err != nil {
+		return b
+	}
+	b.db.SetMaxOpenConns(1)
+	if b.conn, b.err = b.db.Conn(ctx); b.err != nil {
+		return b
+	}
+	b.err = b.exec(ctx, "PRAGMA cache_size = 64; BEGIN; "+schemaSQL+indexSQL+fmt.Sprintf("PRAGMA user_version = %d; COMMIT", schemaVersion))
+	return b
+}
+
+func (b *forkBuild) exec(ctx context.Context, query string, args ...any) error {
+	_, err := b.conn.ExecContext(ctx, query, args...)
+	return err
+}
+
+// close closes the build's connection (idempotent).
+func (b *forkBuild) close() error {
+	var errs []error
+	if b.conn != nil {
+		errs = append(errs, b.conn.Close())
+		b.conn = nil
+	}
+	if b.db != nil {
+		errs = append(errs, b.db.Close())
+		b.db = nil
+	}
+	return errors.Join(errs...)
+}
+
+// fill copies the metadata of parent visible at the pinned generation,
+// writes the fork's state and audit rows, and switches the file to WAL.
+// It closes parent once it no longer needs it, and the build.
+func (b *forkBuild) fill(ctx context.Context, parent *Vault, dst, uuid string, pst state, now int64, actor string) error {
+	if b.err != nil {
+		return b.err
+	}
+	if err := b.exec(ctx, "ATTACH DATABASE ? AS src", "file:"+parent.path+"?mode=ro"); err != nil {
 		return err
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "ATTACH DATABASE ? AS src", "file:"+parent.path+"?mode=ro"); err != nil {
+	if err := b.exec(ctx, "PRAGMA src.cache_size = 16"); err != nil {
 		return err
 	}
-	tx, err := conn.BeginTx(ctx, nil)
+	tx, err := b.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
 	g := pst.gen
-	now := time.Now().UnixNano()
-	if actor == "" {
-		actor = defaultActor()
-	}
 	for _, q := range []struct {
 		sql  string
 		args []any
 	}{
-		{schemaSQL, nil},
 		{`INSERT INTO main.state (id, uuid, name, created_ns, gen, next_ino, files, bytes, max_bytes, max_files, max_file_bytes, parent_name, parent_uuid, parent_gen, forked_ns)
 			VALUES (1, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			[]any{uuid, dst, now, pst.nextIno, pst.files, pst.bytes, pst.maxBytes, pst.maxFiles, pst.maxFileBytes, pst.name, pst.uuid, g, now}},
@@ -115,12 +258,11 @@ func buildFork(ctx context.Context, tmp string, parent *Vault, dst, uuid string,
 			WHERE gen_from <= ? AND gen_to > ? ORDER BY ino`, []any{g, g}},
 		{`INSERT INTO main.dentries (parent, name, gen_from, ino)
 			SELECT parent, name, 1, ino FROM src.dentries WHERE gen_from <= ? AND gen_to > ? ORDER BY parent, name`, []any{g, g}},
-		{indexSQL, nil},
-		{fmt.Sprintf("PRAGMA user_version = %d", schemaVersion), nil},
 	} {
 		if _, err := tx.ExecContext(ctx, q.sql, q.args...); err != nil {
 			return err
 		}
+		phase(q.sql[:min(len(q.sql), 24)])
 	}
 	t := &txn{ctx: ctx, tx: cq{tx: tx}, v: &Vault{actor: actor}, now: now}
 	if t.st, err = scanState(t.tx.QueryRowContext(ctx, "SELECT "+stateCols+" FROM state WHERE id = 1")); err != nil {
@@ -137,22 +279,21 @@ func buildFork(ctx context.Context, tmp string, parent *Vault, dst, uuid string,
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	if _, err := conn.ExecContext(ctx, "DETACH DATABASE src"); err != nil {
+	phase("audit+commit")
+	// Close the parent while src is still attached here: its last
+	// connection then does not checkpoint the WAL on close, which the pin
+	// does not need (its WAL is synced) and which would cost a sync of the
+	// whole parent file.
+	parent.Close()
+	if err := b.exec(ctx, "DETACH DATABASE src"); err != nil {
 		return err
 	}
-	if _, err := conn.ExecContext(ctx, "PRAGMA journal_mode = WAL"); err != nil {
+	if err := b.exec(ctx, "PRAGMA journal_mode = WAL"); err != nil {
 		return err
 	}
-	conn.Close()
-	if err := db.Close(); err != nil {
-		return err
-	}
-	f, err := os.Open(tmp)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
+	err = b.close()
+	phase("wal+close")
+	return err
 }
 
 // parentVault opens (once) the vault a fork borrows from; nil when v is not a fork.

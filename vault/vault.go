@@ -144,6 +144,16 @@ func Create(ctx context.Context, path, name string, opts Options) (*Vault, error
 // Open opens an existing vault file. It fails with vault_not_found when
 // there is none.
 func Open(ctx context.Context, path string, opts Options) (*Vault, error) {
+	return openChecked(ctx, path, opts, false)
+}
+
+// openWriter opens an existing vault file like Open, for a caller that
+// uses only its writer connection: the schema check goes through that one.
+func openWriter(ctx context.Context, path string, opts Options) (*Vault, error) {
+	return openChecked(ctx, path, opts, true)
+}
+
+func openChecked(ctx context.Context, path string, opts Options, writer bool) (*Vault, error) {
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			name := strings.TrimSuffix(filepath.Base(path), fileExt)
@@ -155,8 +165,12 @@ func Open(ctx context.Context, path string, opts Options) (*Vault, error) {
 	if err != nil {
 		return nil, err
 	}
+	db := v.rdb
+	if writer {
+		db = v.db
+	}
 	var ver int
-	if err := v.rdb.QueryRowContext(ctx, "PRAGMA user_version").Scan(&ver); err != nil {
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&ver); err != nil {
 		v.Close()
 		return nil, storageErr("open vault", err)
 	}
@@ -253,6 +267,12 @@ func (v *Vault) init(ctx context.Context, name, parentName, parentUUID string, p
 
 // Path returns the vault file's absolute path.
 func (v *Vault) Path() string { return v.path }
+
+func (v *Vault) isClosed() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.closed
+}
 
 // Close closes the vault (and any parent opened for a fork).
 func (v *Vault) Close() error {

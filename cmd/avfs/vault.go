@@ -174,12 +174,7 @@ func vaultCommand(e *env) *cli.Command {
 					if err != nil {
 						return err
 					}
-					v, err := e.store().Fork(c.Context, a[0], a[1])
-					if err != nil {
-						return err
-					}
-					defer v.Close()
-					info, err := v.Info(c.Context)
+					info, err := e.store().ForkInfo(c.Context, a[0], a[1])
 					if err != nil {
 						return err
 					}
