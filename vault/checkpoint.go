@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -22,12 +21,15 @@ type Checkpoint struct {
 	Generation  int64     `json:"generation"`
 }
 
-var checkpointNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
-
 // validCheckpointName checks a checkpoint name; names that are all digits
 // are refused because they read as ids.
 func validCheckpointName(name string) error {
-	if !checkpointNameRE.MatchString(name) {
+	ok := len(name) >= 1 && len(name) <= 128
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || i > 0 && (c == '.' || c == '_' || c == ':' || c == '-')
+	}
+	if !ok {
 		return wire.Errorf(wire.CodeInvalidInput, "invalid checkpoint name %q: use 1-128 letters, digits, '.', '_', ':' or '-'", name)
 	}
 	if _, err := strconv.ParseInt(name, 10, 64); err == nil {

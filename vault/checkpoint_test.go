@@ -124,13 +124,18 @@ func TestCheckpointNames(t *testing.T) {
 	if _, err := v.SaveCheckpoint(ctx, "x", ""); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []string{"x", "123", "a b", "../x"} {
+	for _, good := range []string{"before:v1.2_x-y", "Z", strings.Repeat("a", 128)} {
+		if _, err := v.SaveCheckpoint(ctx, good, ""); err != nil {
+			t.Errorf("checkpoint name %q: %v", good, err)
+		}
+	}
+	for _, bad := range []string{"x", "123", "a b", "../x", ".x", "-x", ":x", "é", strings.Repeat("a", 129), "a/b", "a\x00"} {
 		if _, err := v.SaveCheckpoint(ctx, bad, ""); err == nil {
 			t.Errorf("checkpoint name %q accepted", bad)
 		}
 	}
 	cps, _ := v.Checkpoints(ctx)
-	if len(cps) != 6 {
+	if len(cps) != 9 {
 		t.Fatalf("%d checkpoints", len(cps))
 	}
 }
