@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown"
 
@@ -118,7 +119,9 @@ func (p *Policy) Decide(ctx context.Context, in *wire.Input, opts DecideOptions)
 	if err := ctx.Err(); err != nil {
 		return failClosed(res, fmt.Sprintf("policy evaluation failed: %v", err)), nil
 	}
-	evalOpts := []rego.EvalOption{rego.EvalParsedInput(InputValue(in))}
+	// Without EvalMetrics, every evaluation would fill a fresh metrics
+	// collection (maps and a timer) that nobody reads.
+	evalOpts := []rego.EvalOption{rego.EvalParsedInput(InputValue(in)), rego.EvalMetrics(metrics.NoOp())}
 	var tracer *topdown.BufferTracer
 	if opts.Explain != ExplainOff {
 		tracer = topdown.NewBufferTracer()
@@ -214,8 +217,28 @@ func sortReasons(rs []wire.Reason) {
 // sees. It follows the JSON form of wire.Input (json tags, omitempty)
 // without a JSON round trip, except that nil slices and maps become [] and
 // {}: the policy never sees null where the schema has a list.
+//
+// The top-level command is most often also the first of commands (the same
+// words, parsed the same way); it is then converted once and the two share
+// the term, which evaluation never modifies.
 func InputValue(in *wire.Input) ast.Value {
-	return toTerm(reflect.ValueOf(in)).Value
+	if in == nil {
+		return ast.InternedNullTerm.Value
+	}
+	commands := toTerm(reflect.ValueOf(in.Commands))
+	var command *ast.Term
+	if len(in.Commands) > 0 && reflect.DeepEqual(in.Command, in.Commands[0]) {
+		command = commands.Value.(*ast.Array).Elem(0)
+	}
+	return structTerm(reflect.ValueOf(in).Elem(), func(name string) *ast.Term {
+		switch name {
+		case "commands":
+			return commands
+		case "command":
+			return command
+		}
+		return nil
+	}).Value
 }
 
 // toTerm converts a Go value to a Rego term, sharing the interned terms of
@@ -259,22 +282,37 @@ func toTerm(v reflect.Value) *ast.Term {
 		}
 		return ast.NewTerm(obj)
 	case reflect.Struct:
-		fields := structFields(v.Type())
-		obj := ast.NewObjectWithCapacity(len(fields))
-		for _, f := range fields {
-			fv := v.Field(f.index)
-			if f.omitEmpty && fv.IsZero() {
-				continue
-			}
-			obj.Insert(f.key, toTerm(fv))
-		}
-		return ast.NewTerm(obj)
+		return structTerm(v, nil)
 	}
 	return ast.InternedNullTerm
 }
 
+// structTerm converts a struct to an object. converted, when not nil, may
+// give the term of a field (by its JSON name) already converted; nil means
+// convert it here.
+func structTerm(v reflect.Value, converted func(name string) *ast.Term) *ast.Term {
+	fields := structFields(v.Type())
+	obj := ast.NewObjectWithCapacity(len(fields))
+	for _, f := range fields {
+		fv := v.Field(f.index)
+		if f.omitEmpty && fv.IsZero() {
+			continue
+		}
+		var t *ast.Term
+		if converted != nil {
+			t = converted(f.name)
+		}
+		if t == nil {
+			t = toTerm(fv)
+		}
+		obj.Insert(f.key, t)
+	}
+	return ast.NewTerm(obj)
+}
+
 type field struct {
-	key       *ast.Term // the JSON name, shared by every value of the type
+	name      string    // the JSON name
+	key       *ast.Term // the JSON name as a term, shared by every value of the type
 	index     int
 	omitEmpty bool
 }
@@ -300,7 +338,7 @@ func structFields(t reflect.Type) []field {
 		if name == "" {
 			name = sf.Name
 		}
-		fs = append(fs, field{key: ast.StringTerm(name), index: i, omitEmpty: slices.Contains(strings.Split(opts, ","), "omitempty")})
+		fs = append(fs, field{name: name, key: ast.StringTerm(name), index: i, omitEmpty: slices.Contains(strings.Split(opts, ","), "omitempty")})
 	}
 	fieldCache.Store(t, fs)
 	return fs

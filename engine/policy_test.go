@@ -167,6 +167,21 @@ func TestInputValue(t *testing.T) {
 	if got := InputValue(&c.Input); got.Compare(want) != 0 {
 		t.Errorf("InputValue differs from the JSON form:\n got %v\nwant %v", got, want)
 	}
+	// The top-level command shares its term with commands[0] only when they are equal.
+	c.Input.Commands[0].Raw += " (changed)"
+	bs, err = json.Marshal(&c.Input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := util.UnmarshalJSON(bs, &generic); err != nil {
+		t.Fatal(err)
+	}
+	if want, err = ast.InterfaceToValue(generic); err != nil {
+		t.Fatal(err)
+	}
+	if got := InputValue(&c.Input); got.Compare(want) != 0 {
+		t.Errorf("InputValue differs from the JSON form when command is not commands[0]:\n got %v\nwant %v", got, want)
+	}
 
 	// nil slices and maps are empty, not null; a nil script is null.
 	v := InputValue(&wire.Input{}).(ast.Object)
@@ -588,10 +603,14 @@ func BenchmarkDecide(b *testing.B) {
 }
 
 func BenchmarkInputValue(b *testing.B) {
-	c := readCase(b, "curl_pipe_sh")
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = InputValue(&c.Input)
+	for _, name := range []string{"ls", "curl_pipe_sh"} {
+		c := readCase(b, name)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = InputValue(&c.Input)
+			}
+		})
 	}
 }
 

@@ -130,8 +130,8 @@ package_invocations contains cmd.raw if {
 
 package_invocations contains cmd.raw if {
 	some cmd in commands
-	program_in(cmd.program, cfg.interpreters)
 	some i, "-m" in cmd.args
+	program_in(cmd.program, cfg.interpreters)
 	phrases := package_phrases(cmd.args[i + 1])
 	invokes([a | some a in array.slice(cmd.args, i + 2, count(cmd.args)); not startswith(a, "-")], phrases)
 }
