@@ -40,6 +40,9 @@ func serveChild() {
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
 		}
 	}
+	// Catch SIGTERM before the ready line: a test may stop the server at once.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	v, err := vault.Open(ctx, os.Getenv("AVFS_VAULT_PATH"), vault.Options{Actor: "mount"})
 	if err != nil {
 		fmt.Println("error:", err)
@@ -51,8 +54,6 @@ func serveChild() {
 		os.Exit(4)
 	}
 	fmt.Println("ready")
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	select {
 	case <-sig:
 		if err := sess.Unmount(true); err != nil {
