@@ -54,7 +54,7 @@ const (
 type Runner struct {
 	Store       *vault.Store
 	Policy      *engine.Policy
-	Exe         string   // the avfs binary that guards runs (`avfs proxy guard`); default os.Executable()
+	Exe         string   // the avfs binary that guards runs (`avfs proxy guard`); "" for none (the next run cleans up after a killed one)
 	HostEnv     []string // where allow-listed variables come from (os.Environ())
 	ExtraEnv    []string // proxy.env of the config: KEY or KEY=VALUE
 	ApproverKey []byte   // the approver secret; when set, grants must carry its MAC

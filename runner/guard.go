@@ -50,14 +50,10 @@ func (g *guard) spawn() {
 	if g.stopped {
 		return
 	}
-	exe := g.exe
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return // no guard: the next run cleans up instead
-		}
+	if g.exe == "" {
+		return // no guard: the next run cleans up instead
 	}
-	cmd := exec.Command(exe, "proxy", "guard", g.base)
+	cmd := exec.Command(g.exe, "proxy", "guard", g.base)
 	// Its own process group keeps a terminal's Ctrl-C from it; it stays in
 	// avfs's session, so the command's process tracking leaves it alone.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

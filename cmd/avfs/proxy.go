@@ -90,7 +90,8 @@ func proxyExecCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			r := &runner.Runner{Store: e.store(), Policy: policy, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key}
+			exe, _ := os.Executable() // for the run's guard; without it, the next run cleans up
+			r := &runner.Runner{Store: e.store(), Policy: policy, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key}
 			req := runner.Request{
 				Vault: e.vaultName(), Argv: argv, Shell: shell, Cwd: c.String("cwd"),
 				Timeout: c.Duration("timeout"), KillGrace: c.Duration("kill-grace"), MaxOutput: maxOut,
