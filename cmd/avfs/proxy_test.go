@@ -185,6 +185,11 @@ func processesUsing(s string) []string {
 
 // sleeping lists the processes that run `sleep MARKER` (see marker).
 func sleeping(marker string) []int {
+	return processes(func(cmdline string) bool { return cmdline == "sleep\x00"+marker+"\x00" })
+}
+
+// processes lists the processes whose NUL-separated command line matches.
+func processes(match func(cmdline string) bool) []int {
 	procs, _ := os.ReadDir("/proc")
 	var out []int
 	for _, p := range procs {
@@ -193,7 +198,7 @@ func sleeping(marker string) []int {
 			continue
 		}
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		if string(cmdline) == "sleep\x00"+marker+"\x00" {
+		if match(string(cmdline)) {
 			out = append(out, pid)
 		}
 	}
@@ -202,19 +207,10 @@ func sleeping(marker string) []int {
 
 // guarding lists the guards (`avfs proxy guard DIR`) of runs under tmp.
 func guarding(tmp string) []int {
-	procs, _ := os.ReadDir("/proc")
-	var out []int
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		if _, dir, ok := strings.Cut(string(cmdline), "\x00proxy\x00guard\x00"); ok && strings.HasPrefix(dir, tmp+"/") {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return processes(func(cmdline string) bool {
+		_, dir, ok := strings.Cut(cmdline, "\x00proxy\x00guard\x00")
+		return ok && strings.HasPrefix(dir, tmp+"/")
+	})
 }
 
 // markerSeq makes unique markers for the processes of a test.
