@@ -27,7 +27,7 @@ type DirEntry struct {
 
 // GetAttr returns the attributes of inode ino.
 func (v *Vault) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
-	in, err := getInode(ctx, v.r, int64(ino))
+	in, err := v.readInode(ctx, int64(ino))
 	if err != nil {
 		return Attr{}, wrapOp("getattr", err)
 	}
@@ -36,8 +36,12 @@ func (v *Vault) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
 
 // Lookup returns the attributes of the entry name in directory parent.
 func (v *Vault) Lookup(ctx context.Context, parent uint64, name string) (Attr, error) {
-	in, err := scanInode(v.r.QueryRowContext(ctx, `SELECT `+prefixed("i.", inodeCols)+` FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = `+liveSQL+`
-		WHERE d.parent = ? AND d.name = ? AND d.gen_to = `+liveSQL, parent, name))
+	var in *inode
+	err := v.ws.readRow(ctx, v.r, func(r *sql.Row) (err error) {
+		in, err = scanInode(r)
+		return err
+	}, `SELECT `+prefixed("i.", inodeCols)+` FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = `+liveSQL+`
+		WHERE d.parent = ? AND d.name = ? AND d.gen_to = `+liveSQL, parent, name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Attr{}, wire.Errorf(wire.CodeNotFound, "%q does not exist", name)
 	}
@@ -49,7 +53,7 @@ func (v *Vault) Lookup(ctx context.Context, parent uint64, name string) (Attr, e
 
 // ReadDir lists directory ino sorted by name (without "." and "..").
 func (v *Vault) ReadDir(ctx context.Context, ino uint64) ([]DirEntry, error) {
-	in, err := getInode(ctx, v.r, int64(ino))
+	in, err := v.readInode(ctx, int64(ino))
 	if err != nil {
 		return nil, wrapOp("readdir", err)
 	}
@@ -95,11 +99,17 @@ func (v *Vault) Mknod(ctx context.Context, parent uint64, name string, spec Node
 		return a, wire.Errorf(wire.CodeInvalidInput, "mknod: unsupported kind %d", spec.Kind)
 	}
 	err := v.update(ctx, op, func(t *txn) error {
-		dir, err := t.dirInode(int64(parent))
+		dir, exists, err := t.dirForCreate(int64(parent), name)
 		if err != nil {
 			return err
 		}
-		in, err := t.create(dir, name, spec.Kind, spec.Mode, spec.UID, spec.GID, spec.Target)
+		if err := validName(name); err != nil {
+			return err
+		}
+		if exists {
+			return wire.Errorf(wire.CodeAlreadyExists, "%q already exists", name)
+		}
+		in, err := t.createNew(dir, name, spec.Kind, spec.Mode, spec.UID, spec.GID, spec.Target)
 		if err != nil {
 			return err
 		}
@@ -392,7 +402,7 @@ type Content struct {
 
 // Content returns the current content of file ino.
 func (v *Vault) Content(ctx context.Context, ino uint64) (*Content, error) {
-	in, err := getInode(ctx, v.r, int64(ino))
+	in, err := v.readInode(ctx, int64(ino))
 	if err != nil {
 		return nil, wrapOp("read", err)
 	}
@@ -419,7 +429,7 @@ func (c *Content) ReadAt(ctx context.Context, p []byte, off int64) (int, error) 
 
 // GetXattr returns the value of extended attribute name of inode ino.
 func (v *Vault) GetXattr(ctx context.Context, ino uint64, name string) ([]byte, error) {
-	in, err := getInode(ctx, v.r, int64(ino))
+	in, err := v.readInode(ctx, int64(ino))
 	if err != nil {
 		return nil, wrapOp("getxattr", err)
 	}
@@ -436,7 +446,7 @@ func (v *Vault) GetXattr(ctx context.Context, ino uint64, name string) ([]byte, 
 
 // ListXattr returns the names of inode ino's extended attributes, sorted.
 func (v *Vault) ListXattr(ctx context.Context, ino uint64) ([]string, error) {
-	in, err := getInode(ctx, v.r, int64(ino))
+	in, err := v.readInode(ctx, int64(ino))
 	if err != nil {
 		return nil, wrapOp("listxattr", err)
 	}

@@ -36,6 +36,50 @@ func (t *txn) create(dir *inode, name string, kind Kind, mode, uid, gid uint32, 
 	} else if ok {
 		return nil, wire.Errorf(wire.CodeAlreadyExists, "%q already exists", name)
 	}
+	return t.createNew(dir, name, kind, mode, uid, gid, target)
+}
+
+// dirForCreate loads directory ino and reports whether it has a live entry
+// name, in one query.
+func (t *txn) dirForCreate(ino int64, name string) (*inode, bool, error) {
+	in := &inode{}
+	var exists bool
+	err := t.tx.QueryRowContext(t.ctx, "SELECT "+inodeCols+", EXISTS (SELECT 1 FROM dentries WHERE parent = ? AND name = ? AND gen_to = "+liveSQL+
+		") FROM inodes WHERE ino = ? AND gen_to = "+liveSQL, ino, name, ino).Scan(&in.ino, &in.genFrom, &in.kind, &in.mode, &in.uid, &in.gid, &in.size, &in.nlink,
+		&in.mtime, &in.ctime, &in.atime, &in.target, &in.chunks, &in.xattrs, &exists)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, wire.Errorf(wire.CodeNotFound, "no inode %d", ino)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	in.oldSize = in.size
+	if in.kind != KindDir {
+		return nil, false, wire.Errorf(wire.CodeNotDir, "not a directory")
+	}
+	return in, exists, nil
+}
+
+// lookupEntry returns the inode the live entry parent/name names and the
+// entry's generation, in one query.
+func (t *txn) lookupEntry(parent int64, name string) (in *inode, entryGen int64, ok bool, err error) {
+	in = &inode{}
+	err = t.tx.QueryRowContext(t.ctx, "SELECT d.gen_from, "+prefixed("i.", inodeCols)+" FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = "+liveSQL+
+		" WHERE d.parent = ? AND d.name = ? AND d.gen_to = "+liveSQL, parent, name).Scan(&entryGen, &in.ino, &in.genFrom, &in.kind, &in.mode, &in.uid, &in.gid, &in.size, &in.nlink,
+		&in.mtime, &in.ctime, &in.atime, &in.target, &in.chunks, &in.xattrs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, 0, false, nil
+	}
+	if err != nil {
+		return nil, 0, false, err
+	}
+	in.oldSize = in.size
+	return in, entryGen, true, nil
+}
+
+// createNew makes a new inode named name in dir, where name is valid and
+// dir has no live entry name.
+func (t *txn) createNew(dir *inode, name string, kind Kind, mode, uid, gid uint32, target string) (*inode, error) {
 	in := t.newInode(kind, mode, uid, gid, target)
 	if err := t.saveInode(in); err != nil {
 		return nil, err
@@ -91,16 +135,12 @@ func (t *txn) isEmptyDir(ino int64) (bool, error) {
 // unlinkEntry removes dir/name. want is KindDir for rmdir, KindFile for
 // unlink of a non-directory, 0 for either.
 func (t *txn) unlinkEntry(dir *inode, name string, want Kind) (*inode, error) {
-	ino, entryGen, ok, err := lookupDentry(t.ctx, t.tx, dir.ino, name)
+	in, entryGen, ok, err := t.lookupEntry(dir.ino, name)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, wire.Errorf(wire.CodeNotFound, "%q does not exist", name)
-	}
-	in, err := getInode(t.ctx, t.tx, ino)
-	if err != nil {
-		return nil, err
 	}
 	switch {
 	case want == KindDir && in.kind != KindDir:
@@ -234,6 +274,13 @@ func (t *txn) childPath(dir int64, name string) (string, error) {
 	p, err := t.inoPath(dir)
 	if err != nil {
 		return "", err
+	}
+	if dir != rootIno {
+		// dir is a directory: remember its path beyond this transaction.
+		if t.dirPaths == nil {
+			t.dirPaths = map[int64]string{}
+		}
+		t.dirPaths[dir] = p
 	}
 	if p == "/" {
 		return "/" + name, nil
