@@ -256,7 +256,7 @@ func (v *Vault) SetAttr(ctx context.Context, ino uint64, s SetAttr) (Attr, error
 			return err
 		}
 		if s.Size != nil || s.Mode != nil {
-			if err := t.recordVersionAt(in, "", op); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
+			if err := t.appendVersion(in, "", op); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
 				return err
 			}
 		}
@@ -306,7 +306,7 @@ func (v *Vault) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (A
 		if err := t.saveInode(in); err != nil {
 			return err
 		}
-		if err := t.recordVersionAt(in, "", "write"); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
+		if err := t.appendVersion(in, "", "write"); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
 			return err
 		}
 		path, _ := t.inoPath(in.ino)
@@ -380,7 +380,7 @@ func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, indexes []i
 		if err := t.saveInode(in); err != nil {
 			return err
 		}
-		if err := t.recordVersionAt(in, "", "write"); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
+		if err := t.appendVersion(in, "", "write"); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
 			return err
 		}
 		path, _ := t.inoPath(in.ino)

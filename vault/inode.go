@@ -176,6 +176,36 @@ func (t *txn) saveInode(in *inode) error {
 	return err
 }
 
+// appendVersion records in's state in its history like recordVersionAt,
+// in one statement: SQLite numbers the version and skips it when the
+// latest version already holds exactly that state.
+func (t *txn) appendVersion(in *inode, path, op string) error {
+	if in.kind == KindDir || in.fresh {
+		return t.recordVersionAt(in, path, op)
+	}
+	if path == "" {
+		p, err := t.inoPath(in.ino)
+		if wire.HasCode(err, wire.CodeNotFound) {
+			return t.recordVersionAt(in, "", op) // no live path: only a new state needs one
+		}
+		if err != nil {
+			return err
+		}
+		path = p
+	}
+	chunks := in.chunks
+	if chunks == nil {
+		chunks = []byte{}
+	}
+	_, err := t.tx.ExecContext(t.ctx, `WITH last AS (SELECT n, op, kind, mode, size, target, chunks FROM versions WHERE ino = ? ORDER BY n DESC LIMIT 1)
+		INSERT INTO versions (ino, n, path, op, time_ns, kind, mode, size, target, chunks)
+		SELECT ?, COALESCE((SELECT n FROM last), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?
+		WHERE NOT EXISTS (SELECT 1 FROM last WHERE (op = 'delete') = ? AND kind = ? AND mode = ? AND size = ? AND target = ? AND chunks = ?)`,
+		in.ino, in.ino, path, op, t.now, in.kind, in.mode, in.size, in.target, chunks,
+		op == "delete", in.kind, in.mode, in.size, in.target, chunks)
+	return err
+}
+
 // dropInode removes in from the live state.
 func (t *txn) dropInode(in *inode) error {
 	var err error

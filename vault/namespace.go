@@ -182,7 +182,7 @@ func (t *txn) unlinkEntry(dir *inode, name string, want Kind) (*inode, error) {
 func (t *txn) release(in *inode, path string) error {
 	if in.kind == KindDir || in.nlink <= 1 {
 		if in.kind != KindDir {
-			if err := t.recordVersionAt(in, path, "delete"); err != nil {
+			if err := t.appendVersion(in, path, "delete"); err != nil {
 				return err
 			}
 		}
