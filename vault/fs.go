@@ -151,12 +151,12 @@ func (v *Vault) Link(ctx context.Context, ino, parent uint64, name string) (Attr
 // Unlink removes the non-directory entry name from parent.
 func (v *Vault) Unlink(ctx context.Context, parent uint64, name string) error {
 	return v.update(ctx, "unlink", func(t *txn) error {
-		dir, err := t.dirInode(int64(parent))
+		dir, in, entryGen, ok, err := t.dirAndEntry(int64(parent), name)
 		if err != nil {
 			return err
 		}
 		p, _ := t.childPath(dir.ino, name)
-		if _, err := t.unlinkEntry(dir, name, KindFile); err != nil {
+		if _, err := t.unlinkLoaded(dir, name, KindFile, in, entryGen, ok); err != nil {
 			return err
 		}
 		t.audit("remove", p, nil)
@@ -167,12 +167,12 @@ func (v *Vault) Unlink(ctx context.Context, parent uint64, name string) error {
 // Rmdir removes the empty directory name from parent.
 func (v *Vault) Rmdir(ctx context.Context, parent uint64, name string) error {
 	return v.update(ctx, "rmdir", func(t *txn) error {
-		dir, err := t.dirInode(int64(parent))
+		dir, in, entryGen, ok, err := t.dirAndEntry(int64(parent), name)
 		if err != nil {
 			return err
 		}
 		p, _ := t.childPath(dir.ino, name)
-		if _, err := t.unlinkEntry(dir, name, KindDir); err != nil {
+		if _, err := t.unlinkLoaded(dir, name, KindDir, in, entryGen, ok); err != nil {
 			return err
 		}
 		t.audit("rmdir", p, nil)
@@ -217,7 +217,7 @@ type SetAttr struct {
 func (v *Vault) SetAttr(ctx context.Context, ino uint64, s SetAttr) (Attr, error) {
 	var a Attr
 	err := v.update(ctx, "setattr", func(t *txn) error {
-		in, err := getInode(ctx, t.tx, int64(ino))
+		in, err := t.pathedInode(int64(ino))
 		if err != nil {
 			return err
 		}
@@ -296,7 +296,7 @@ func (v *Vault) ReadAt(ctx context.Context, ino uint64, p []byte, off int64) (in
 func (v *Vault) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (Attr, error) {
 	var a Attr
 	err := v.update(ctx, "write", func(t *txn) error {
-		in, err := getInode(ctx, t.tx, int64(ino))
+		in, err := t.pathedInode(int64(ino))
 		if err != nil {
 			return err
 		}
@@ -328,7 +328,7 @@ func (v *Vault) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (A
 func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) (*Content, error) {
 	var c *Content
 	err := v.update(ctx, "write", func(t *txn) error {
-		in, err := getInode(ctx, t.tx, int64(ino))
+		in, err := t.pathedInode(int64(ino))
 		if err != nil {
 			return err
 		}
@@ -481,7 +481,7 @@ func (v *Vault) changeXattr(ctx context.Context, ino uint64, name string, value 
 		return wire.Errorf(wire.CodeQuotaExceeded, "extended attribute value too large (%d bytes)", len(value))
 	}
 	return v.update(ctx, "setxattr", func(t *txn) error {
-		in, err := getInode(ctx, t.tx, int64(ino))
+		in, err := t.pathedInode(int64(ino))
 		if err != nil {
 			return err
 		}

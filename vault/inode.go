@@ -125,6 +125,45 @@ func getInode(ctx ctxT, q querier, ino int64) (*inode, error) {
 	return in, err
 }
 
+// pathedInode loads the live row of ino like getInode, and with it the
+// first entry that names ino, so that inoPath(ino) needs no query of its
+// own later in the transaction.
+func (t *txn) pathedInode(ino int64) (*inode, error) {
+	in := &inode{}
+	var parent sql.NullInt64
+	var name sql.NullString
+	const first = " FROM dentries WHERE ino = ? AND gen_to = " + liveSQL + " ORDER BY parent, name LIMIT 1"
+	err := t.tx.QueryRowContext(t.ctx, "SELECT "+inodeCols+", (SELECT parent"+first+"), (SELECT name"+first+") FROM inodes WHERE ino = ? AND gen_to = "+liveSQL,
+		ino, ino, ino).Scan(&in.ino, &in.genFrom, &in.kind, &in.mode, &in.uid, &in.gid, &in.size, &in.nlink,
+		&in.mtime, &in.ctime, &in.atime, &in.target, &in.chunks, &in.xattrs, &parent, &name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, wire.Errorf(wire.CodeNotFound, "no inode %d", ino)
+	}
+	if err != nil {
+		return nil, err
+	}
+	in.oldSize = in.size
+	if parent.Valid && name.Valid && ino != rootIno {
+		if _, known := t.paths[ino]; !known {
+			if pp, err := t.inoPath(parent.Int64); err == nil {
+				p := pp + "/" + name.String
+				if pp == "/" {
+					p = "/" + name.String
+				}
+				if t.paths == nil {
+					t.paths = map[int64]string{}
+				}
+				t.paths[ino] = p
+				if t.dirPaths == nil {
+					t.dirPaths = map[int64]string{}
+				}
+				t.dirPaths[parent.Int64] = pp
+			}
+		}
+	}
+	return in, nil
+}
+
 // readInode loads the live row of ino outside a transaction (see stmtCache.readRow).
 func (v *Vault) readInode(ctx ctxT, ino int64) (*inode, error) {
 	var in *inode

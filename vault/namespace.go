@@ -114,7 +114,7 @@ func (t *txn) link(in *inode, dir *inode, name string) error {
 	} else if ok {
 		return wire.Errorf(wire.CodeAlreadyExists, "%q already exists", name)
 	}
-	if err := t.setDentry(dir.ino, name, in.ino); err != nil {
+	if err := t.insertDentry(dir.ino, name, in.ino); err != nil {
 		return err
 	}
 	in.nlink++
@@ -139,9 +139,51 @@ func (t *txn) unlinkEntry(dir *inode, name string, want Kind) (*inode, error) {
 	if err != nil {
 		return nil, err
 	}
+	return t.unlinkLoaded(dir, name, want, in, entryGen, ok)
+}
+
+// dirAndEntry loads directory ino and the inode its live entry name names
+// (ok false when there is none), in one query.
+func (t *txn) dirAndEntry(ino int64, name string) (dir, in *inode, entryGen int64, ok bool, err error) {
+	dir = &inode{}
+	var (
+		gen, cino, cgen, kind, mode, uid, gid, size, nlink, mtime, ctime, atime sql.NullInt64
+		target                                                                  sql.NullString
+		chunks, xattrs                                                          []byte
+	)
+	err = t.tx.QueryRowContext(t.ctx, "SELECT "+prefixed("x.", inodeCols)+", d.gen_from, "+prefixed("i.", inodeCols)+
+		" FROM inodes x LEFT JOIN dentries d ON d.parent = x.ino AND d.name = ? AND d.gen_to = "+liveSQL+
+		" LEFT JOIN inodes i ON i.ino = d.ino AND i.gen_to = "+liveSQL+
+		" WHERE x.ino = ? AND x.gen_to = "+liveSQL, name, ino).Scan(
+		&dir.ino, &dir.genFrom, &dir.kind, &dir.mode, &dir.uid, &dir.gid, &dir.size, &dir.nlink,
+		&dir.mtime, &dir.ctime, &dir.atime, &dir.target, &dir.chunks, &dir.xattrs,
+		&gen, &cino, &cgen, &kind, &mode, &uid, &gid, &size, &nlink, &mtime, &ctime, &atime, &target, &chunks, &xattrs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, 0, false, wire.Errorf(wire.CodeNotFound, "no inode %d", ino)
+	}
+	if err != nil {
+		return nil, nil, 0, false, err
+	}
+	dir.oldSize = dir.size
+	if dir.kind != KindDir {
+		return nil, nil, 0, false, wire.Errorf(wire.CodeNotDir, "not a directory")
+	}
+	if !gen.Valid || !cino.Valid {
+		return dir, nil, 0, false, nil
+	}
+	in = &inode{ino: cino.Int64, genFrom: cgen.Int64, kind: Kind(kind.Int64), mode: uint32(mode.Int64), uid: uint32(uid.Int64), gid: uint32(gid.Int64),
+		size: size.Int64, nlink: nlink.Int64, mtime: mtime.Int64, ctime: ctime.Int64, atime: atime.Int64, target: target.String,
+		chunks: chunks, xattrs: xattrs, oldSize: size.Int64}
+	return dir, in, gen.Int64, true, nil
+}
+
+// unlinkLoaded is unlinkEntry for an entry already looked up: in and
+// entryGen as lookupEntry returned them, ok false when there is none.
+func (t *txn) unlinkLoaded(dir *inode, name string, want Kind, in *inode, entryGen int64, ok bool) (*inode, error) {
 	if !ok {
 		return nil, wire.Errorf(wire.CodeNotFound, "%q does not exist", name)
 	}
+	var err error
 	switch {
 	case want == KindDir && in.kind != KindDir:
 		return nil, wire.Errorf(wire.CodeNotDir, "%q is not a directory", name)
