@@ -36,13 +36,19 @@ func (v *Vault) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
 
 // Lookup returns the attributes of the entry name in directory parent.
 func (v *Vault) Lookup(ctx context.Context, parent uint64, name string) (Attr, error) {
-	var in *inode
-	err := v.ws.readRow(ctx, v.r, func(r *sql.Row) (err error) {
-		in, err = scanInode(r)
-		return err
-	}, `SELECT `+prefixed("i.", inodeCols)+` FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = `+liveSQL+`
-		WHERE d.parent = ? AND d.name = ? AND d.gen_to = `+liveSQL, parent, name)
+	// Two point queries: a join of dentries and inodes measured slower.
+	// Should the entry go between them, the name no longer exists.
+	var ino int64
+	err := v.ws.readRow(ctx, v.r, func(r *sql.Row) error { return r.Scan(&ino) },
+		"SELECT ino FROM dentries WHERE parent = ? AND name = ? AND gen_to = "+liveSQL, parent, name)
 	if errors.Is(err, sql.ErrNoRows) {
+		return Attr{}, wire.Errorf(wire.CodeNotFound, "%q does not exist", name)
+	}
+	if err != nil {
+		return Attr{}, storageErr("lookup", err)
+	}
+	in, err := v.readInode(ctx, ino)
+	if wire.HasCode(err, wire.CodeNotFound) {
 		return Attr{}, wire.Errorf(wire.CodeNotFound, "%q does not exist", name)
 	}
 	if err != nil {
@@ -99,17 +105,11 @@ func (v *Vault) Mknod(ctx context.Context, parent uint64, name string, spec Node
 		return a, wire.Errorf(wire.CodeInvalidInput, "mknod: unsupported kind %d", spec.Kind)
 	}
 	err := v.update(ctx, op, func(t *txn) error {
-		dir, exists, err := t.dirForCreate(int64(parent), name)
+		dir, err := t.dirInode(int64(parent))
 		if err != nil {
 			return err
 		}
-		if err := validName(name); err != nil {
-			return err
-		}
-		if exists {
-			return wire.Errorf(wire.CodeAlreadyExists, "%q already exists", name)
-		}
-		in, err := t.createNew(dir, name, spec.Kind, spec.Mode, spec.UID, spec.GID, spec.Target)
+		in, err := t.create(dir, name, spec.Kind, spec.Mode, spec.UID, spec.GID, spec.Target)
 		if err != nil {
 			return err
 		}
@@ -151,12 +151,12 @@ func (v *Vault) Link(ctx context.Context, ino, parent uint64, name string) (Attr
 // Unlink removes the non-directory entry name from parent.
 func (v *Vault) Unlink(ctx context.Context, parent uint64, name string) error {
 	return v.update(ctx, "unlink", func(t *txn) error {
-		dir, in, entryGen, ok, err := t.dirAndEntry(int64(parent), name)
+		dir, err := t.dirInode(int64(parent))
 		if err != nil {
 			return err
 		}
 		p, _ := t.childPath(dir.ino, name)
-		if _, err := t.unlinkLoaded(dir, name, KindFile, in, entryGen, ok); err != nil {
+		if _, err := t.unlinkEntry(dir, name, KindFile); err != nil {
 			return err
 		}
 		t.audit("remove", p, nil)
@@ -167,12 +167,12 @@ func (v *Vault) Unlink(ctx context.Context, parent uint64, name string) error {
 // Rmdir removes the empty directory name from parent.
 func (v *Vault) Rmdir(ctx context.Context, parent uint64, name string) error {
 	return v.update(ctx, "rmdir", func(t *txn) error {
-		dir, in, entryGen, ok, err := t.dirAndEntry(int64(parent), name)
+		dir, err := t.dirInode(int64(parent))
 		if err != nil {
 			return err
 		}
 		p, _ := t.childPath(dir.ino, name)
-		if _, err := t.unlinkLoaded(dir, name, KindDir, in, entryGen, ok); err != nil {
+		if _, err := t.unlinkEntry(dir, name, KindDir); err != nil {
 			return err
 		}
 		t.audit("rmdir", p, nil)
@@ -217,7 +217,7 @@ type SetAttr struct {
 func (v *Vault) SetAttr(ctx context.Context, ino uint64, s SetAttr) (Attr, error) {
 	var a Attr
 	err := v.update(ctx, "setattr", func(t *txn) error {
-		in, err := t.pathedInode(int64(ino))
+		in, err := getInode(ctx, t.tx, int64(ino))
 		if err != nil {
 			return err
 		}
@@ -256,7 +256,7 @@ func (v *Vault) SetAttr(ctx context.Context, ino uint64, s SetAttr) (Attr, error
 			return err
 		}
 		if s.Size != nil || s.Mode != nil {
-			if err := t.appendVersion(in, "", op); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
+			if err := t.recordVersionAt(in, "", op); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
 				return err
 			}
 		}
@@ -296,7 +296,7 @@ func (v *Vault) ReadAt(ctx context.Context, ino uint64, p []byte, off int64) (in
 func (v *Vault) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (Attr, error) {
 	var a Attr
 	err := v.update(ctx, "write", func(t *txn) error {
-		in, err := t.pathedInode(int64(ino))
+		in, err := getInode(ctx, t.tx, int64(ino))
 		if err != nil {
 			return err
 		}
@@ -306,7 +306,7 @@ func (v *Vault) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (A
 		if err := t.saveInode(in); err != nil {
 			return err
 		}
-		if err := t.appendVersion(in, "", "write"); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
+		if err := t.recordVersionAt(in, "", "write"); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
 			return err
 		}
 		path, _ := t.inoPath(in.ino)
@@ -328,7 +328,7 @@ func (v *Vault) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (A
 func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) (*Content, error) {
 	var c *Content
 	err := v.update(ctx, "write", func(t *txn) error {
-		in, err := t.pathedInode(int64(ino))
+		in, err := getInode(ctx, t.tx, int64(ino))
 		if err != nil {
 			return err
 		}
@@ -380,7 +380,7 @@ func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, indexes []i
 		if err := t.saveInode(in); err != nil {
 			return err
 		}
-		if err := t.appendVersion(in, "", "write"); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
+		if err := t.recordVersionAt(in, "", "write"); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
 			return err
 		}
 		path, _ := t.inoPath(in.ino)
@@ -481,7 +481,7 @@ func (v *Vault) changeXattr(ctx context.Context, ino uint64, name string, value 
 		return wire.Errorf(wire.CodeQuotaExceeded, "extended attribute value too large (%d bytes)", len(value))
 	}
 	return v.update(ctx, "setxattr", func(t *txn) error {
-		in, err := t.pathedInode(int64(ino))
+		in, err := getInode(ctx, t.tx, int64(ino))
 		if err != nil {
 			return err
 		}

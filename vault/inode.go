@@ -125,45 +125,6 @@ func getInode(ctx ctxT, q querier, ino int64) (*inode, error) {
 	return in, err
 }
 
-// pathedInode loads the live row of ino like getInode, and with it the
-// first entry that names ino, so that inoPath(ino) needs no query of its
-// own later in the transaction.
-func (t *txn) pathedInode(ino int64) (*inode, error) {
-	in := &inode{}
-	var parent sql.NullInt64
-	var name sql.NullString
-	const first = " FROM dentries WHERE ino = ? AND gen_to = " + liveSQL + " ORDER BY parent, name LIMIT 1"
-	err := t.tx.QueryRowContext(t.ctx, "SELECT "+inodeCols+", (SELECT parent"+first+"), (SELECT name"+first+") FROM inodes WHERE ino = ? AND gen_to = "+liveSQL,
-		ino, ino, ino).Scan(&in.ino, &in.genFrom, &in.kind, &in.mode, &in.uid, &in.gid, &in.size, &in.nlink,
-		&in.mtime, &in.ctime, &in.atime, &in.target, &in.chunks, &in.xattrs, &parent, &name)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, wire.Errorf(wire.CodeNotFound, "no inode %d", ino)
-	}
-	if err != nil {
-		return nil, err
-	}
-	in.oldSize = in.size
-	if parent.Valid && name.Valid && ino != rootIno {
-		if _, known := t.paths[ino]; !known {
-			if pp, err := t.inoPath(parent.Int64); err == nil {
-				p := pp + "/" + name.String
-				if pp == "/" {
-					p = "/" + name.String
-				}
-				if t.paths == nil {
-					t.paths = map[int64]string{}
-				}
-				t.paths[ino] = p
-				if t.dirPaths == nil {
-					t.dirPaths = map[int64]string{}
-				}
-				t.dirPaths[parent.Int64] = pp
-			}
-		}
-	}
-	return in, nil
-}
-
 // readInode loads the live row of ino outside a transaction (see stmtCache.readRow).
 func (v *Vault) readInode(ctx ctxT, ino int64) (*inode, error) {
 	var in *inode
@@ -212,36 +173,6 @@ func (t *txn) saveInode(in *inode) error {
 	in.genFrom = gen
 	_, err := t.tx.ExecContext(t.ctx, "INSERT INTO inodes ("+inodeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		in.ino, gen, in.kind, in.mode, in.uid, in.gid, in.size, in.nlink, in.mtime, in.ctime, in.atime, in.target, in.chunks, in.xattrs)
-	return err
-}
-
-// appendVersion records in's state in its history like recordVersionAt,
-// in one statement: SQLite numbers the version and skips it when the
-// latest version already holds exactly that state.
-func (t *txn) appendVersion(in *inode, path, op string) error {
-	if in.kind == KindDir || in.fresh {
-		return t.recordVersionAt(in, path, op)
-	}
-	if path == "" {
-		p, err := t.inoPath(in.ino)
-		if wire.HasCode(err, wire.CodeNotFound) {
-			return t.recordVersionAt(in, "", op) // no live path: only a new state needs one
-		}
-		if err != nil {
-			return err
-		}
-		path = p
-	}
-	chunks := in.chunks
-	if chunks == nil {
-		chunks = []byte{}
-	}
-	_, err := t.tx.ExecContext(t.ctx, `WITH last AS (SELECT n, op, kind, mode, size, target, chunks FROM versions WHERE ino = ? ORDER BY n DESC LIMIT 1)
-		INSERT INTO versions (ino, n, path, op, time_ns, kind, mode, size, target, chunks)
-		SELECT ?, COALESCE((SELECT n FROM last), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?
-		WHERE NOT EXISTS (SELECT 1 FROM last WHERE (op = 'delete') = ? AND kind = ? AND mode = ? AND size = ? AND target = ? AND chunks = ?)`,
-		in.ino, in.ino, path, op, t.now, in.kind, in.mode, in.size, in.target, chunks,
-		op == "delete", in.kind, in.mode, in.size, in.target, chunks)
 	return err
 }
 

@@ -36,50 +36,6 @@ func (t *txn) create(dir *inode, name string, kind Kind, mode, uid, gid uint32, 
 	} else if ok {
 		return nil, wire.Errorf(wire.CodeAlreadyExists, "%q already exists", name)
 	}
-	return t.createNew(dir, name, kind, mode, uid, gid, target)
-}
-
-// dirForCreate loads directory ino and reports whether it has a live entry
-// name, in one query.
-func (t *txn) dirForCreate(ino int64, name string) (*inode, bool, error) {
-	in := &inode{}
-	var exists bool
-	err := t.tx.QueryRowContext(t.ctx, "SELECT "+inodeCols+", EXISTS (SELECT 1 FROM dentries WHERE parent = ? AND name = ? AND gen_to = "+liveSQL+
-		") FROM inodes WHERE ino = ? AND gen_to = "+liveSQL, ino, name, ino).Scan(&in.ino, &in.genFrom, &in.kind, &in.mode, &in.uid, &in.gid, &in.size, &in.nlink,
-		&in.mtime, &in.ctime, &in.atime, &in.target, &in.chunks, &in.xattrs, &exists)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, wire.Errorf(wire.CodeNotFound, "no inode %d", ino)
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	in.oldSize = in.size
-	if in.kind != KindDir {
-		return nil, false, wire.Errorf(wire.CodeNotDir, "not a directory")
-	}
-	return in, exists, nil
-}
-
-// lookupEntry returns the inode the live entry parent/name names and the
-// entry's generation, in one query.
-func (t *txn) lookupEntry(parent int64, name string) (in *inode, entryGen int64, ok bool, err error) {
-	in = &inode{}
-	err = t.tx.QueryRowContext(t.ctx, "SELECT d.gen_from, "+prefixed("i.", inodeCols)+" FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = "+liveSQL+
-		" WHERE d.parent = ? AND d.name = ? AND d.gen_to = "+liveSQL, parent, name).Scan(&entryGen, &in.ino, &in.genFrom, &in.kind, &in.mode, &in.uid, &in.gid, &in.size, &in.nlink,
-		&in.mtime, &in.ctime, &in.atime, &in.target, &in.chunks, &in.xattrs)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, 0, false, nil
-	}
-	if err != nil {
-		return nil, 0, false, err
-	}
-	in.oldSize = in.size
-	return in, entryGen, true, nil
-}
-
-// createNew makes a new inode named name in dir, where name is valid and
-// dir has no live entry name.
-func (t *txn) createNew(dir *inode, name string, kind Kind, mode, uid, gid uint32, target string) (*inode, error) {
 	in := t.newInode(kind, mode, uid, gid, target)
 	if err := t.saveInode(in); err != nil {
 		return nil, err
@@ -135,55 +91,17 @@ func (t *txn) isEmptyDir(ino int64) (bool, error) {
 // unlinkEntry removes dir/name. want is KindDir for rmdir, KindFile for
 // unlink of a non-directory, 0 for either.
 func (t *txn) unlinkEntry(dir *inode, name string, want Kind) (*inode, error) {
-	in, entryGen, ok, err := t.lookupEntry(dir.ino, name)
+	ino, entryGen, ok, err := lookupDentry(t.ctx, t.tx, dir.ino, name)
 	if err != nil {
 		return nil, err
 	}
-	return t.unlinkLoaded(dir, name, want, in, entryGen, ok)
-}
-
-// dirAndEntry loads directory ino and the inode its live entry name names
-// (ok false when there is none), in one query.
-func (t *txn) dirAndEntry(ino int64, name string) (dir, in *inode, entryGen int64, ok bool, err error) {
-	dir = &inode{}
-	var (
-		gen, cino, cgen, kind, mode, uid, gid, size, nlink, mtime, ctime, atime sql.NullInt64
-		target                                                                  sql.NullString
-		chunks, xattrs                                                          []byte
-	)
-	err = t.tx.QueryRowContext(t.ctx, "SELECT "+prefixed("x.", inodeCols)+", d.gen_from, "+prefixed("i.", inodeCols)+
-		" FROM inodes x LEFT JOIN dentries d ON d.parent = x.ino AND d.name = ? AND d.gen_to = "+liveSQL+
-		" LEFT JOIN inodes i ON i.ino = d.ino AND i.gen_to = "+liveSQL+
-		" WHERE x.ino = ? AND x.gen_to = "+liveSQL, name, ino).Scan(
-		&dir.ino, &dir.genFrom, &dir.kind, &dir.mode, &dir.uid, &dir.gid, &dir.size, &dir.nlink,
-		&dir.mtime, &dir.ctime, &dir.atime, &dir.target, &dir.chunks, &dir.xattrs,
-		&gen, &cino, &cgen, &kind, &mode, &uid, &gid, &size, &nlink, &mtime, &ctime, &atime, &target, &chunks, &xattrs)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, 0, false, wire.Errorf(wire.CodeNotFound, "no inode %d", ino)
-	}
-	if err != nil {
-		return nil, nil, 0, false, err
-	}
-	dir.oldSize = dir.size
-	if dir.kind != KindDir {
-		return nil, nil, 0, false, wire.Errorf(wire.CodeNotDir, "not a directory")
-	}
-	if !gen.Valid || !cino.Valid {
-		return dir, nil, 0, false, nil
-	}
-	in = &inode{ino: cino.Int64, genFrom: cgen.Int64, kind: Kind(kind.Int64), mode: uint32(mode.Int64), uid: uint32(uid.Int64), gid: uint32(gid.Int64),
-		size: size.Int64, nlink: nlink.Int64, mtime: mtime.Int64, ctime: ctime.Int64, atime: atime.Int64, target: target.String,
-		chunks: chunks, xattrs: xattrs, oldSize: size.Int64}
-	return dir, in, gen.Int64, true, nil
-}
-
-// unlinkLoaded is unlinkEntry for an entry already looked up: in and
-// entryGen as lookupEntry returned them, ok false when there is none.
-func (t *txn) unlinkLoaded(dir *inode, name string, want Kind, in *inode, entryGen int64, ok bool) (*inode, error) {
 	if !ok {
 		return nil, wire.Errorf(wire.CodeNotFound, "%q does not exist", name)
 	}
-	var err error
+	in, err := getInode(t.ctx, t.tx, ino)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case want == KindDir && in.kind != KindDir:
 		return nil, wire.Errorf(wire.CodeNotDir, "%q is not a directory", name)
@@ -224,7 +142,7 @@ func (t *txn) unlinkLoaded(dir *inode, name string, want Kind, in *inode, entryG
 func (t *txn) release(in *inode, path string) error {
 	if in.kind == KindDir || in.nlink <= 1 {
 		if in.kind != KindDir {
-			if err := t.appendVersion(in, path, "delete"); err != nil {
+			if err := t.recordVersionAt(in, path, "delete"); err != nil {
 				return err
 			}
 		}
