@@ -148,7 +148,18 @@ func (of *openFile) chunkData(cb *chunkBuf) ([]byte, error) {
 	return buf, nil
 }
 
-// store keeps cb's new content, spilling it when memory is over the limit.
+// bufLen is the length of a buffer for the first n bytes of a chunk: a
+// small file does not cost a whole chunk of memory. Bytes past a chunk's
+// valid length are zeros.
+func bufLen(n int) int {
+	l := 512
+	for l < n && l < chunkSize {
+		l *= 2
+	}
+	return l
+}
+
+// keep keeps cb's new content, spilling it when memory is over the limit.
 func (of *openFile) keep(cb *chunkBuf, data []byte) error {
 	if cb.data != nil {
 		return nil // updated in place
@@ -173,6 +184,13 @@ func (of *openFile) keep(cb *chunkBuf, data []byte) error {
 			cb.slot = of.nextSlot
 			of.nextSlot++
 		}
+	}
+	if len(data) < chunkSize {
+		// A slot is read back whole: its tail must be zeros, not what
+		// an earlier chunk left there.
+		full := make([]byte, chunkSize)
+		copy(full, data)
+		data = full
 	}
 	_, err := of.spill.WriteAt(data, cb.slot*chunkSize)
 	return err
@@ -202,17 +220,27 @@ func (of *openFile) write(ctx context.Context, p []byte, off int64) (uint32, sys
 		ce := min(cs+chunkSize, end)
 		cb := of.dirty[i]
 		var data []byte
+		need := int(ce - cs)
 		if cb == nil {
 			cb = &chunkBuf{slot: -1}
-			data = make([]byte, chunkSize)
-			if err := of.readBase(ctx, data[:min(chunkSize, max(0, of.size-cs))], cs); err != nil {
+			base := int(min(chunkSize, max(0, of.size-cs)))
+			data = make([]byte, bufLen(max(need, base)))
+			if err := of.readBase(ctx, data[:base], cs); err != nil {
 				return uint32(pos - off), errno(err)
 			}
-			cb.length = int(min(chunkSize, max(0, of.size-cs)))
+			cb.length = base
 		} else {
 			var err error
 			if data, err = of.chunkData(cb); err != nil {
 				return uint32(pos - off), syscall.EIO
+			}
+			if len(data) < need {
+				grown := make([]byte, bufLen(need))
+				copy(grown, data)
+				data = grown
+				if cb.data != nil {
+					cb.data = grown
+				}
 			}
 		}
 		copy(data[pos-cs:], p[pos-off:ce-off])

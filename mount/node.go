@@ -46,6 +46,62 @@ type node struct {
 	mu    sync.Mutex
 	open  *openFile // shared by the open handles of a regular file
 	token cacheToken
+	xa    xattrState
+}
+
+// xattrState remembers that an inode has no extended attributes, so that
+// the kernel's security.capability query before a file's first write need
+// not reach the vault. Only a writer mount keeps it: extended attributes
+// change only through the mount that holds the vault's writer lock.
+type xattrState struct {
+	none  bool   // known to have none
+	epoch uint64 // bumped when a change starts
+	busy  int    // changes in progress
+}
+
+// noXattrs reports whether n is known to have no extended attributes.
+func (n *node) noXattrs() bool {
+	if n.fsys.readonly {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.xa.none
+}
+
+// xattrChange marks the start of a change of n's extended attributes; the
+// returned function marks its end.
+func (n *node) xattrChange() func() {
+	n.mu.Lock()
+	n.xa.none = false
+	n.xa.epoch++
+	n.xa.busy++
+	n.mu.Unlock()
+	return func() {
+		n.mu.Lock()
+		n.xa.busy--
+		n.mu.Unlock()
+	}
+}
+
+// xattrEpoch returns the change epoch, for learnedNoXattrs.
+func (n *node) xattrEpoch() (uint64, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.xa.epoch, n.xa.busy == 0
+}
+
+// learnedNoXattrs records that a listing found no extended attributes,
+// unless a change started since epoch (or was under way).
+func (n *node) learnedNoXattrs(epoch uint64, idle bool) {
+	if n.fsys.readonly || !idle {
+		return
+	}
+	n.mu.Lock()
+	if n.xa.epoch == epoch && n.xa.busy == 0 {
+		n.xa.none = true
+	}
+	n.mu.Unlock()
 }
 
 // cacheToken identifies content the kernel may still have cached.
@@ -226,7 +282,15 @@ func (n *node) create(ctx context.Context, name string, spec vault.NodeSpec, out
 	if err != nil {
 		return nil, vault.Attr{}, errno(err)
 	}
-	return n.child(ctx, a, out), a, 0
+	ch := n.child(ctx, a, out)
+	if cn, ok := ch.Operations().(*node); ok {
+		cn.mu.Lock()
+		if cn.xa.busy == 0 {
+			cn.xa.none = true // a new inode has no extended attributes
+		}
+		cn.mu.Unlock()
+	}
+	return ch, a, 0
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -389,6 +453,9 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if n.noXattrs() {
+		return 0, syscall.ENODATA
+	}
 	val, err := n.fsys.store.GetXattr(ctx, n.ino, attr)
 	if err != nil {
 		if en := errno(err); en == syscall.ENOENT {
@@ -408,6 +475,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if n.fsys.readonly {
 		return syscall.EROFS
 	}
+	defer n.xattrChange()()
 	if attr == aclAccess {
 		perm, minimal, ok := aclMode(data)
 		if !ok {
@@ -444,6 +512,7 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if n.fsys.readonly {
 		return syscall.EROFS
 	}
+	defer n.xattrChange()()
 	if en := errno(n.fsys.store.RemoveXattr(ctx, n.ino, attr)); en == syscall.ENOENT {
 		return syscall.ENODATA
 	} else {
@@ -453,9 +522,16 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if n.noXattrs() {
+		return 0, 0
+	}
+	epoch, idle := n.xattrEpoch()
 	names, err := n.fsys.store.ListXattr(ctx, n.ino)
 	if err != nil {
 		return 0, errno(err)
+	}
+	if len(names) == 0 {
+		n.learnedNoXattrs(epoch, idle)
 	}
 	var b []byte
 	for _, name := range names {

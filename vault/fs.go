@@ -27,7 +27,7 @@ type DirEntry struct {
 
 // GetAttr returns the attributes of inode ino.
 func (v *Vault) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
-	in, err := getInode(ctx, v.r, int64(ino))
+	in, err := v.readInode(ctx, int64(ino))
 	if err != nil {
 		return Attr{}, wrapOp("getattr", err)
 	}
@@ -36,9 +36,19 @@ func (v *Vault) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
 
 // Lookup returns the attributes of the entry name in directory parent.
 func (v *Vault) Lookup(ctx context.Context, parent uint64, name string) (Attr, error) {
-	in, err := scanInode(v.r.QueryRowContext(ctx, `SELECT `+prefixed("i.", inodeCols)+` FROM dentries d JOIN inodes i ON i.ino = d.ino AND i.gen_to = `+liveSQL+`
-		WHERE d.parent = ? AND d.name = ? AND d.gen_to = `+liveSQL, parent, name))
+	// Two point queries: a join of dentries and inodes measured slower.
+	// Should the entry go between them, the name no longer exists.
+	var ino int64
+	err := v.ws.readRow(ctx, v.r, func(r *sql.Row) error { return r.Scan(&ino) },
+		"SELECT ino FROM dentries WHERE parent = ? AND name = ? AND gen_to = "+liveSQL, parent, name)
 	if errors.Is(err, sql.ErrNoRows) {
+		return Attr{}, wire.Errorf(wire.CodeNotFound, "%q does not exist", name)
+	}
+	if err != nil {
+		return Attr{}, storageErr("lookup", err)
+	}
+	in, err := v.readInode(ctx, ino)
+	if wire.HasCode(err, wire.CodeNotFound) {
 		return Attr{}, wire.Errorf(wire.CodeNotFound, "%q does not exist", name)
 	}
 	if err != nil {
@@ -49,7 +59,7 @@ func (v *Vault) Lookup(ctx context.Context, parent uint64, name string) (Attr, e
 
 // ReadDir lists directory ino sorted by name (without "." and "..").
 func (v *Vault) ReadDir(ctx context.Context, ino uint64) ([]DirEntry, error) {
-	in, err := getInode(ctx, v.r, int64(ino))
+	in, err := v.readInode(ctx, int64(ino))
 	if err != nil {
 		return nil, wrapOp("readdir", err)
 	}
@@ -392,7 +402,7 @@ type Content struct {
 
 // Content returns the current content of file ino.
 func (v *Vault) Content(ctx context.Context, ino uint64) (*Content, error) {
-	in, err := getInode(ctx, v.r, int64(ino))
+	in, err := v.readInode(ctx, int64(ino))
 	if err != nil {
 		return nil, wrapOp("read", err)
 	}
@@ -419,7 +429,7 @@ func (c *Content) ReadAt(ctx context.Context, p []byte, off int64) (int, error) 
 
 // GetXattr returns the value of extended attribute name of inode ino.
 func (v *Vault) GetXattr(ctx context.Context, ino uint64, name string) ([]byte, error) {
-	in, err := getInode(ctx, v.r, int64(ino))
+	in, err := v.readInode(ctx, int64(ino))
 	if err != nil {
 		return nil, wrapOp("getxattr", err)
 	}
@@ -436,7 +446,7 @@ func (v *Vault) GetXattr(ctx context.Context, ino uint64, name string) ([]byte, 
 
 // ListXattr returns the names of inode ino's extended attributes, sorted.
 func (v *Vault) ListXattr(ctx context.Context, ino uint64) ([]string, error) {
-	in, err := getInode(ctx, v.r, int64(ino))
+	in, err := v.readInode(ctx, int64(ino))
 	if err != nil {
 		return nil, wrapOp("listxattr", err)
 	}

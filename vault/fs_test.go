@@ -3,6 +3,7 @@ package vault
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -178,5 +179,49 @@ func TestDirectoryPathCacheFollowsRenames(t *testing.T) {
 	entries, _ := v.Audit(ctx, AuditQuery{Limit: 1})
 	if entries[0].Path != "/b/f" {
 		t.Fatalf("audit records %q after the rename", entries[0].Path)
+	}
+}
+
+func TestInodeAPIHistory(t *testing.T) {
+	ctx := context.Background()
+	_, v := newVault(t)
+	d, _ := v.Mknod(ctx, RootIno, "d", NodeSpec{Kind: KindDir, Mode: 0o755})
+	f, err := v.Mknod(ctx, d.Ino, "f", NodeSpec{Kind: KindFile, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("hello")
+	get := func(int64) ([]byte, error) { return data, nil }
+	for i := 0; i < 2; i++ { // the second one changes nothing: no new version
+		if _, err := v.Persist(ctx, f.Ino, int64(len(data)), []int64{0}, get, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mode := uint32(0o600)
+	if _, err := v.SetAttr(ctx, f.Ino, SetAttr{Mode: &mode}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.SetAttr(ctx, f.Ino, SetAttr{Mode: &mode}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Unlink(ctx, d.Ino, "f"); err != nil {
+		t.Fatal(err)
+	}
+	log, err := v.Log(ctx, "/d/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, ver := range log {
+		if ver.N != int64(i+1) || ver.Path != "/d/f" {
+			t.Fatalf("version %d: %+v", i, ver)
+		}
+		got = append(got, ver.Op)
+	}
+	if want := "create write chmod delete"; fmt.Sprint(got) != "["+want+"]" {
+		t.Fatalf("history %v, want %s", got, want)
+	}
+	if log[1].Size != 5 || log[3].Mode != 0o600 {
+		t.Fatalf("history states: %+v", log)
 	}
 }

@@ -125,6 +125,19 @@ func getInode(ctx ctxT, q querier, ino int64) (*inode, error) {
 	return in, err
 }
 
+// readInode loads the live row of ino outside a transaction (see stmtCache.readRow).
+func (v *Vault) readInode(ctx ctxT, ino int64) (*inode, error) {
+	var in *inode
+	err := v.ws.readRow(ctx, v.r, func(r *sql.Row) (err error) {
+		in, err = scanInode(r)
+		return err
+	}, "SELECT "+inodeCols+" FROM inodes WHERE ino = ? AND gen_to = "+liveSQL, ino)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, wire.Errorf(wire.CodeNotFound, "no inode %d", ino)
+	}
+	return in, err
+}
+
 // saveInode writes in as the live row of the current generation: updated in
 // place when the row already belongs to this generation, else the old row is
 // closed and a new one inserted, so checkpoints keep seeing the old one.

@@ -70,7 +70,7 @@ func (t *txn) link(in *inode, dir *inode, name string) error {
 	} else if ok {
 		return wire.Errorf(wire.CodeAlreadyExists, "%q already exists", name)
 	}
-	if err := t.setDentry(dir.ino, name, in.ino); err != nil {
+	if err := t.insertDentry(dir.ino, name, in.ino); err != nil {
 		return err
 	}
 	in.nlink++
@@ -234,6 +234,13 @@ func (t *txn) childPath(dir int64, name string) (string, error) {
 	p, err := t.inoPath(dir)
 	if err != nil {
 		return "", err
+	}
+	if dir != rootIno {
+		// dir is a directory: remember its path beyond this transaction.
+		if t.dirPaths == nil {
+			t.dirPaths = map[int64]string{}
+		}
+		t.dirPaths[dir] = p
 	}
 	if p == "/" {
 		return "/" + name, nil

@@ -3,15 +3,30 @@ package vault
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"sync"
 )
 
 // stmtCache prepares each query once per database handle; database/sql
 // then keeps one prepared statement per connection.
+//
+// The writers' cache also owns the connection every write transaction of
+// this process runs on (see begin). Keeping writes on one connection keeps
+// its page cache valid from one transaction to the next: SQLite drops a
+// connection's cache whenever another connection committed, which made
+// every read after a write re-read the pages it touched from the WAL.
+// Single reads run on that connection too when no transaction holds it
+// (see readRow), so that they also find the pages warm.
 type stmtCache struct {
 	db *sql.DB
 	mu sync.Mutex
 	m  map[string]*sql.Stmt
+
+	connMu    sync.Mutex // held by the transaction or read using conn
+	conn      *sql.Conn  // opened by the first write transaction
+	connStmts map[string]*sql.Stmt
+	closed    bool
 }
 
 func newStmtCache(db *sql.DB) *stmtCache { return &stmtCache{db: db, m: map[string]*sql.Stmt{}} }
@@ -31,12 +46,87 @@ func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
 }
 
 func (c *stmtCache) close() {
+	c.connMu.Lock()
+	for _, st := range c.connStmts {
+		st.Close()
+	}
+	c.connStmts = nil
+	if c.conn != nil {
+		c.conn.Close()
+		c.conn = nil
+	}
+	c.closed = true
+	c.connMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, st := range c.m {
 		st.Close()
 	}
 	c.m = map[string]*sql.Stmt{}
+}
+
+// begin starts a transaction on the writers' own connection, waiting for
+// the transaction of another goroutine to end first. done must be called
+// after the transaction ended (committed or rolled back).
+func (c *stmtCache) begin(ctx context.Context) (tx *sql.Tx, done func(), err error) {
+	c.connMu.Lock()
+	if c.closed {
+		c.connMu.Unlock()
+		return nil, nil, sql.ErrConnDone
+	}
+	for attempt := 0; ; attempt++ {
+		if c.conn == nil {
+			if c.conn, err = c.db.Conn(ctx); err != nil {
+				c.connMu.Unlock()
+				return nil, nil, err
+			}
+		}
+		tx, err = c.conn.BeginTx(ctx, nil)
+		if err == nil {
+			return tx, c.connMu.Unlock, nil
+		}
+		if !errors.Is(err, driver.ErrBadConn) && !errors.Is(err, sql.ErrConnDone) || attempt > 0 {
+			c.connMu.Unlock()
+			return nil, nil, err
+		}
+		// A broken connection: drop it and open another.
+		c.dropConn()
+	}
+}
+
+// dropConn forgets the writers' connection; connMu is held.
+func (c *stmtCache) dropConn() {
+	for _, st := range c.connStmts {
+		st.Close()
+	}
+	c.connStmts = nil
+	c.conn.Close()
+	c.conn = nil
+}
+
+// readRow runs a single-row query and scans it, on the writers' connection
+// when it is open and idle (its cache holds what this process last wrote),
+// else on rd.
+func (c *stmtCache) readRow(ctx context.Context, rd cq, scan func(*sql.Row) error, query string, args ...any) error {
+	if c.connMu.TryLock() {
+		if c.conn != nil {
+			defer c.connMu.Unlock()
+			st, ok := c.connStmts[query]
+			if !ok {
+				var err error
+				if st, err = c.conn.PrepareContext(ctx, query); err != nil {
+					return err
+				}
+				if c.connStmts == nil {
+					c.connStmts = map[string]*sql.Stmt{}
+				}
+				c.connStmts[query] = st
+			}
+			return scan(st.QueryRowContext(ctx, args...))
+		}
+		c.connMu.Unlock()
+	}
+	return scan(rd.QueryRowContext(ctx, query, args...))
 }
 
 // cq runs queries through cached prepared statements, inside tx when set.

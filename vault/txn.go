@@ -63,10 +63,11 @@ type auditRow struct {
 // update runs fn in one BEGIN IMMEDIATE transaction. Quotas are checked and
 // the audit rows appended before commit; any error rolls everything back.
 func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) error {
-	tx, err := v.db.BeginTx(ctx, nil)
+	tx, done, err := v.ws.begin(ctx)
 	if err != nil {
 		return storageErr(op, err)
 	}
+	defer done()
 	defer tx.Rollback()
 	t := &txn{ctx: ctx, tx: cq{tx, v.ws}, v: v, now: time.Now().UnixNano()}
 	if t.st, err = scanState(t.tx.QueryRowContext(ctx, "SELECT "+stateCols+" FROM state WHERE id = 1")); err != nil {
