@@ -1114,6 +1114,16 @@ func TestProxyKilled(t *testing.T) {
 			}
 			// A run that lasts longer than runner.GuardDelay has a guard.
 			waitFor(t, 10*time.Second, "the run's guard", func() bool { return len(guarding(a.tmpDir())) == 1 })
+			// The command does not hold avfs's FUSE connection (it could
+			// answer FUSE requests, and would keep a dead mount hanging).
+			for _, pid := range append(sleeping(mk), guarding(a.tmpDir())...) {
+				fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+				for _, fd := range fds {
+					if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); target == "/dev/fuse" {
+						t.Fatalf("process %d holds /dev/fuse as fd %s", pid, fd.Name())
+					}
+				}
+			}
 		}
 		s.cmd.Process.Kill()
 		if err := s.cmd.Wait(); exitCode(err) != -1 || s.out.Len() != 0 {
