@@ -8,7 +8,9 @@
 // flushed and never corrupts the vault. Quota failures reach the writer as
 // EDQUOT on write, close or fsync, with the data kept.
 //
-// The process that serves a mount must not itself start programs whose
-// working directory or binary is on it (see go-fuse's "Deadlocks"): avfs
-// serves mounts from a separate process of its own binary (`avfs mount`).
+// The process that serves a mount must not touch it between fork and exec
+// of a child (see go-fuse's "Deadlocks"): avfs proxy exec, which serves the
+// run's mount itself, starts the command through /bin/sh, which changes into
+// the mount after the exec (runner.ProcSpec.DirServed). Every /dev/fuse
+// descriptor is close-on-exec, so no child holds the FUSE connection.
 package mount

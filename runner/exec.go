@@ -607,9 +607,9 @@ func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req R
 		return nil, wire.Errorf(wire.CodeHostIO, "proxy exec: %w", err)
 	}
 	// A writer mount of the vault (one left by a killed run, say) makes the
-	// server fail with vault_busy until it is gone.
+	// mount fail with vault_busy until it is gone.
 	err = waitBusy(ctx, busyUntil, func() error {
-		if !req.Readonly { // no server is started while the lock is visibly held
+		if !req.Readonly { // nothing is mounted while the lock is visibly held
 			if err := mountedBy(ctx, v); err != nil {
 				return err
 			}
