@@ -213,6 +213,24 @@ func (of *openFile) write(ctx context.Context, p []byte, off int64) (uint32, sys
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
 	of.mu.Lock()
 	defer of.mu.Unlock()
+	return of.writeLocked(ctx, p, off)
+}
+
+// appendAt writes p at the end of the file as this mount knows it (its
+// unflushed writes included) and returns where that was. The kernel sends
+// an O_APPEND write at its own idea of the file's size, which can lag the
+// truth when several processes append at once; POSIX wants the end.
+func (of *openFile) appendAt(ctx context.Context, p []byte) (uint32, int64, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	of.mu.Lock()
+	defer of.mu.Unlock()
+	off := of.size
+	n, en := of.writeLocked(ctx, p, off)
+	return n, off, en
+}
+
+// writeLocked writes p at off; of.mu is held.
+func (of *openFile) writeLocked(ctx context.Context, p []byte, off int64) (uint32, syscall.Errno) {
 	end := off + int64(len(p))
 	for pos := off; pos < end; {
 		i := pos / chunkSize
@@ -411,6 +429,7 @@ func (of *openFile) close() {
 type handle struct {
 	of       *openFile
 	writable bool
+	append   bool // opened with O_APPEND: every write goes to the end
 }
 
 var (
@@ -476,7 +495,7 @@ func (n *node) openHandle(ctx context.Context, flags uint32, c *vault.Content) (
 	size := of.size
 	of.mu.Unlock()
 	n.mu.Unlock()
-	h := &handle{of: of, writable: writable}
+	h := &handle{of: of, writable: writable, append: writable && flags&syscall.O_APPEND != 0}
 	if writable && flags&syscall.O_TRUNC != 0 && size != 0 {
 		if en := of.flush(ctx); en != 0 {
 			h.Release(ctx)
@@ -515,6 +534,19 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		if limit = h.of.n.fsys.maxFileBytes(ctx, true); limit > 0 && end > limit {
 			return 0, syscall.EDQUOT
 		}
+	}
+	// Only a write(2) goes to the end: the kernel also writes mmap'ed
+	// pages back through any writable handle, an O_APPEND one included,
+	// and those (sent without a caller, pid 0) belong where they are.
+	if caller, ok := fuse.FromContext(ctx); h.append && ok && caller.Pid != 0 {
+		n, at, en := h.of.appendAt(ctx, data)
+		if at != off && en == 0 {
+			// The kernel placed the data at off in its page cache and
+			// believes the file ends at off+n: drop both (not from this
+			// handler, which the kernel waits for with the pages locked).
+			go h.of.n.NotifyContent(0, 0)
+		}
+		return n, en
 	}
 	return h.of.write(ctx, data, off)
 }
