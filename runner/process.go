@@ -75,7 +75,9 @@ type ProcSpec struct {
 	// written from their own goroutine (one for both if they are the same
 	// writer) and never block the drains: chunks that do not fit in a
 	// bounded queue, or come after a write error, are dropped and counted in
-	// Output.LiveDropped.
+	// Output.LiveDropped. After the command ends, Run waits up to a second
+	// for a writer to take what is queued; a Write still in progress then
+	// may return after Run has.
 	Stdout, Stderr io.Writer
 	// Exclude, when set, marks processes that belong to the caller: a
 	// process for which Exclude returns true for its pid, its process group

@@ -422,6 +422,12 @@ type blockWriter struct{ release chan struct{} }
 func (w blockWriter) Write(p []byte) (int, error) { <-w.release; return len(p), nil }
 
 func TestLiveCopy(t *testing.T) {
+	// The writers below keep up, but under -race on a busy machine they may
+	// need longer than the default wait; a Write still running when Run
+	// returns would race with the checks.
+	defer func(d time.Duration) { teeWait = d }(teeWait)
+	teeWait = time.Minute
+
 	// Separate writers get their own stream; one writer for both gets both.
 	var out, errb syncBuffer
 	res, _ := sh(t, `echo one; echo two >&2; echo three`, func(s *ProcSpec) { s.Stdout, s.Stderr = &out, &errb })
@@ -442,7 +448,6 @@ func TestLiveCopy(t *testing.T) {
 	}
 
 	// A writer that blocks never blocks the command nor Run.
-	defer func(d time.Duration) { teeWait = d }(teeWait)
 	teeWait = 100 * time.Millisecond
 	w := blockWriter{make(chan struct{})}
 	defer close(w.release)
