@@ -52,8 +52,12 @@ const (
 
 // Runner runs commands in the vaults of one store under one policy.
 type Runner struct {
-	Store       *vault.Store
-	Policy      *engine.Policy
+	Store  *vault.Store
+	Policy *engine.Policy
+	// LoadPolicy, used when Policy is nil, loads the policy. Exec calls it
+	// once per run, beside opening the vault, and reports its error (a
+	// broken bundle, a bad signature) in the envelope.
+	LoadPolicy  func(context.Context) (*engine.Policy, error)
 	Exe         string   // the avfs binary that guards runs (`avfs proxy guard`); "" for none (the next run cleans up after a killed one)
 	HostEnv     []string // where allow-listed variables come from (os.Environ())
 	ExtraEnv    []string // proxy.env of the config: KEY or KEY=VALUE
@@ -106,9 +110,28 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // avfs's own failures are in its error field with status 125.
 func (r *Runner) Exec(ctx context.Context, req Request) (*wire.Envelope, int) {
 	start := time.Now()
-	id := NewID()
+	env := newEnvelope(req)
+	status := r.exec(ctx, req, env)
+	env.Timing.TotalMS = ms(time.Since(start))
+	return env, status
+}
+
+// Failed is the envelope, and status 125, of a request that failed before
+// Exec could take it (an unreadable config file): the same document a
+// harness gets from every other run, with nothing done. start is when the
+// request began, for timing.total_ms.
+func Failed(req Request, start time.Time, err error) (*wire.Envelope, int) {
+	env := newEnvelope(req)
+	status := fail(env, err)
+	env.Timing.TotalMS = max(ms(time.Since(start)), 0.001)
+	return env, status
+}
+
+// newEnvelope is the envelope of a run that has not started: denied, with
+// nothing done.
+func newEnvelope(req Request) *wire.Envelope {
 	env := &wire.Envelope{
-		SchemaVersion: wire.EnvelopeSchemaVersion, Kind: wire.EnvelopeKind, ID: id, Vault: req.Vault,
+		SchemaVersion: wire.EnvelopeSchemaVersion, Kind: wire.EnvelopeKind, ID: NewID(), Vault: req.Vault,
 		Decision: wire.Deny,
 		Policy:   wire.PolicyReport{Reasons: []wire.Reason{}, Bundles: []wire.BundleInfo{}},
 		Command:  wire.CommandReport{Argv: req.Argv, Cwd: req.Cwd, Shell: req.Shell},
@@ -117,15 +140,37 @@ func (r *Runner) Exec(ctx context.Context, req Request) (*wire.Envelope, int) {
 	if env.Command.Argv == nil {
 		env.Command.Argv = []string{}
 	}
-	status := r.exec(ctx, req, env)
-	env.Timing.TotalMS = ms(time.Since(start))
-	return env, status
+	return env
 }
 
 // fail records avfs's own failure.
 func fail(env *wire.Envelope, err error) int {
-	env.Error = &wire.ErrorBody{Code: wire.CodeOf(err), Message: err.Error()}
+	env.Error = wire.NewErrorBody(err)
 	return wire.ExitAvfsFailed
+}
+
+// startPolicy returns a function that waits for the policy: r.Policy, or
+// what r.LoadPolicy gives, loaded from now on in its own goroutine.
+func (r *Runner) startPolicy(ctx context.Context) func() (*engine.Policy, error) {
+	if r.Policy != nil || r.LoadPolicy == nil {
+		return func() (*engine.Policy, error) {
+			if r.Policy == nil {
+				return nil, wire.Errorf(wire.CodeInternal, "proxy exec: no policy to decide with")
+			}
+			return r.Policy, nil
+		}
+	}
+	done := make(chan struct{})
+	var p *engine.Policy
+	var err error
+	go func() {
+		defer close(done)
+		p, err = r.LoadPolicy(ctx)
+	}()
+	return func() (*engine.Policy, error) {
+		<-done
+		return p, err
+	}
 }
 
 func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int {
@@ -144,10 +189,11 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 	if req.ApprovalTTL <= 0 {
 		req.ApprovalTTL = DefaultTTL
 	}
-	r.cleanStale()
-
-	// 1. Parse and decide, before anything expensive.
+	// 1. Parse and decide, before anything expensive. The policy loads
+	// (bundles read and compiled) while the vault opens.
 	t := time.Now()
+	policy := r.startPolicy(ctx)
+	r.cleanStale()
 	v, err := r.Store.OpenOrCreate(ctx, req.Vault)
 	if err != nil {
 		return fail(env, err)
@@ -169,7 +215,14 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 		_ = v.Event(ctx, "exec", cwd, map[string]any{"id": env.ID, "decision": wire.Deny, "error": err.Error()})
 		return fail(env, fmt.Errorf("proxy exec: %w", err))
 	}
-	res, err := r.Policy.Decide(ctx, input, engine.DecideOptions{Explain: req.Explain})
+	p, err := policy()
+	if err != nil {
+		env.Policy.Reasons = []wire.Reason{{ID: engine.ReasonFailClosed, Decision: wire.Deny, Message: "denied because the policy could not be loaded: " + err.Error()}}
+		env.Timing.PolicyMS = ms(time.Since(t))
+		_ = v.Event(ctx, "exec", cwd, map[string]any{"id": env.ID, "decision": wire.Deny, "error": err.Error()})
+		return fail(env, fmt.Errorf("proxy exec: load policy: %w", err))
+	}
+	res, err := p.Decide(ctx, input, engine.DecideOptions{Explain: req.Explain})
 	if err != nil {
 		return fail(env, err)
 	}
@@ -225,7 +278,7 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 			if a2, gerr := v.Approval(ctx, req.ApprovalID); gerr == nil {
 				env.Approval = &wire.ApprovalRef{ID: a2.ID, Status: a2.Status, ExpiresAt: a2.ExpiresAt.UTC()}
 			}
-			env.Error = &wire.ErrorBody{Code: wire.CodeOf(err), Message: err.Error()}
+			env.Error = wire.NewErrorBody(err)
 			_ = v.Event(ctx, "exec", cwd, runDetails)
 			return wire.ExitNotRun
 		}

@@ -1,6 +1,9 @@
 package wire
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // EnvelopeSchemaVersion is the version of the proxy exec envelope.
 const EnvelopeSchemaVersion = 1
@@ -113,9 +116,51 @@ type Timing struct {
 }
 
 // ErrorBody is the envelope's error: what kept avfs from doing its part.
+// Details are merged into the JSON object beside code and message, as in
+// the error document of other commands (bundle_invalid gives file, row,
+// col; quota_exceeded gives quota, limit).
 type ErrorBody struct {
-	Code    Code   `json:"code"`
-	Message string `json:"message"`
+	Code    Code           `json:"code"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"-"`
+}
+
+// NewErrorBody describes err for the envelope.
+func NewErrorBody(err error) *ErrorBody {
+	obj := ErrorObject(err)
+	delete(obj, "code")
+	delete(obj, "message")
+	if len(obj) == 0 {
+		obj = nil
+	}
+	return &ErrorBody{Code: CodeOf(err), Message: err.Error(), Details: obj}
+}
+
+// MarshalJSON writes code, message and the details in one object.
+func (b ErrorBody) MarshalJSON() ([]byte, error) {
+	obj := make(map[string]any, len(b.Details)+2)
+	for k, v := range b.Details {
+		obj[k] = v
+	}
+	obj["code"], obj["message"] = b.Code, b.Message
+	return json.Marshal(obj)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (b *ErrorBody) UnmarshalJSON(data []byte) error {
+	var obj map[string]any
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return err
+	}
+	code, _ := obj["code"].(string)
+	msg, _ := obj["message"].(string)
+	delete(obj, "code")
+	delete(obj, "message")
+	if len(obj) == 0 {
+		obj = nil
+	}
+	*b = ErrorBody{Code: Code(code), Message: msg, Details: obj}
+	return nil
 }
 
 // Exit statuses of avfs proxy exec, as timeout(1) uses them.

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"avfs/bundles"
+	"avfs/engine"
 	"avfs/runner"
 	"avfs/wire"
 )
@@ -66,6 +70,7 @@ func proxyExecCommand(e *env) *cli.Command {
 			"example: avfs --json proxy exec --timeout 60s -- make test",
 		Flags: append(flags, bundleFlags()...),
 		Action: func(c *cli.Context) error {
+			start := time.Now()
 			argv := c.Args().Slice()
 			shell := c.String("shell")
 			switch {
@@ -76,22 +81,8 @@ func proxyExecCommand(e *env) *cli.Command {
 			}
 			maxOut, err := parseSize(c.String("max-output"))
 			if err != nil {
-				return err
+				return err // a usage error, like a bad --timeout
 			}
-			cfg, err := loadConfig(e.home)
-			if err != nil {
-				return err
-			}
-			key, err := approverKey(cfg, false)
-			if err != nil {
-				return err
-			}
-			policy, _, err := e.loadPolicy(c)
-			if err != nil {
-				return err
-			}
-			exe, _ := os.Executable() // for the run's guard; without it, the next run cleans up
-			r := &runner.Runner{Store: e.store(), Policy: policy, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key}
 			req := runner.Request{
 				Vault: e.vaultName(), Argv: argv, Shell: shell, Cwd: c.String("cwd"),
 				Timeout: c.Duration("timeout"), KillGrace: c.Duration("kill-grace"), MaxOutput: maxOut,
@@ -108,7 +99,15 @@ func proxyExecCommand(e *env) *cli.Command {
 					req.Stdout = e.stderr
 				}
 			}
-			env, status := r.Exec(c.Context, req)
+			r, err := e.proxyRunner(c)
+			var env *wire.Envelope
+			var status int
+			if err != nil {
+				// Past the command line, every failure is an envelope.
+				env, status = runner.Failed(req, start, err)
+			} else {
+				env, status = r.Exec(c.Context, req)
+			}
 			if e.json {
 				e.printed = true
 				if err := writeJSON(e.stdout, env); err != nil {
@@ -120,6 +119,33 @@ func proxyExecCommand(e *env) *cli.Command {
 			return &exitStatus{code: status}
 		},
 	}
+}
+
+// proxyRunner is the runner of proxy exec: the config's approver key and
+// environment, and the policy of the bundle options, which the runner loads
+// while it opens the vault.
+func (e *env) proxyRunner(c *cli.Context) (*runner.Runner, error) {
+	cfg, err := loadConfig(e.home)
+	if err != nil {
+		return nil, err
+	}
+	key, err := approverKey(cfg, false)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := e.bundleOptions(c)
+	if err != nil {
+		return nil, err
+	}
+	load := func(ctx context.Context) (*engine.Policy, error) {
+		set, err := bundles.Load(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return engine.NewPolicy(ctx, set)
+	}
+	exe, _ := os.Executable() // for the run's guard; without it, the next run cleans up
+	return &runner.Runner{Store: e.store(), LoadPolicy: load, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key}, nil
 }
 
 // printEnvelope shows a run to people: the command's output, then one summary line on stderr.

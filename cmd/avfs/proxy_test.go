@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"avfs/engine"
 	"avfs/mount"
 	"avfs/wire"
 )
@@ -631,6 +632,42 @@ func TestProxyDecisions(t *testing.T) {
 		equal(t, "cwd", r.env.Command.Cwd, "/sub")
 		a.vaultOK()
 	})
+}
+
+// TestProxyFailsBeforeRunning checks that what goes wrong before the run
+// (a broken bundle, an unreadable config file) is an
+// envelope with exit status 125 and the error's details, and runs nothing.
+func TestProxyFailsBeforeRunning(t *testing.T) {
+	a := newProxyAVFS(t)
+	broken := t.TempDir()
+	if err := os.WriteFile(filepath.Join(broken, "x.rego"), []byte("package avfs\n\ndecision := {\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+
+	r := a.proxy([]string{"--bundle", broken}, "touch", marker)
+	if r.code != wire.ExitAvfsFailed || r.env.Error == nil || r.env.Error.Code != wire.CodeBundleInvalid ||
+		r.env.Decision != wire.Deny || r.env.Process != nil || r.env.Checkpoint != nil {
+		t.Fatalf("broken bundle: %s", r.raw)
+	}
+	if d := r.env.Error.Details; d["file"] != filepath.Join(broken, "x.rego") || d["row"] != float64(4) {
+		t.Fatalf("broken bundle: details %v", d)
+	}
+	equalSlice(t, "reasons", reasonIDsOf(r.env), []string{engine.ReasonFailClosed})
+	if entries := a.audit(); len(entries) == 0 || entries[len(entries)-1].Op != "exec" {
+		t.Fatalf("broken bundle: no audit row: %+v", entries)
+	}
+
+	if err := os.WriteFile(filepath.Join(a.home, "config.json"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = a.proxy(nil, "touch", marker)
+	if r.code != wire.ExitAvfsFailed || r.env.Error == nil || r.env.Process != nil {
+		t.Fatalf("broken config: %s", r.raw)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatalf("a failed run ran its command: %v", err)
+	}
 }
 
 // hostTree describes every entry under dir: kind, permission bits, and the
