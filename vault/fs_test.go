@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,6 +138,45 @@ func TestMountLockRefusesRestoreAndSecondHolder(t *testing.T) {
 	if err := v.Lock(ctx, LockMount, ""); !wire.HasCode(err, wire.CodeVaultBusy) {
 		t.Fatalf("second lock: %v", err)
 	}
+	// Nor may another process change the tree: the mount's kernel caches,
+	// or the copy a run syncs back, would not know of it.
+	write := func(p string) error {
+		_, err := v.WriteFile(ctx, p, strings.NewReader("x"), WriteOptions{})
+		return err
+	}
+	treeChanges := map[string]func() error{
+		"write":  func() error { return write("/new") },
+		"mkdir":  func() error { _, err := v.Mkdir(ctx, "/d", 0o755, false); return err },
+		"remove": func() error { _, err := v.Remove(ctx, "/kept", false); return err },
+	}
+	if err := write("/kept"); !wire.HasCode(err, wire.CodeVaultBusy) {
+		t.Fatalf("write under a mount: %v", err)
+	}
+	if _, err := v.db.Exec("DELETE FROM locks"); err != nil {
+		t.Fatal(err)
+	}
+	if err := write("/kept"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.db.Exec("INSERT INTO locks (name, pid, host, since_ns) VALUES (?, 1, ?, 0)", LockMount, hostname()); err != nil {
+		t.Fatal(err)
+	}
+	for what, f := range treeChanges {
+		err := f()
+		if !wire.HasCode(err, wire.CodeVaultBusy) || !strings.Contains(err.Error(), "change it through the mount") {
+			t.Errorf("%s under another process's mount: %v", what, err)
+		}
+	}
+	// What leaves the tree alone still works.
+	if _, err := v.SaveCheckpoint(ctx, "c2", ""); err != nil {
+		t.Fatalf("checkpoint under a mount: %v", err)
+	}
+	if err := v.Event(ctx, "note", "/", nil); err != nil {
+		t.Fatalf("event under a mount: %v", err)
+	}
+	if _, err := v.ReadFile(ctx, "/kept", io.Discard); err != nil {
+		t.Fatalf("read under a mount: %v", err)
+	}
 	// A lock left by a dead process is taken over.
 	if _, err := v.db.Exec("UPDATE locks SET pid = 2147483000"); err != nil {
 		t.Fatal(err)
@@ -147,11 +187,20 @@ func TestMountLockRefusesRestoreAndSecondHolder(t *testing.T) {
 	if h, _ := v.LockHolder(ctx, LockMount); h == nil {
 		t.Fatal("no holder")
 	}
+	// The holder changes the tree.
+	for what, f := range treeChanges {
+		if err := f(); err != nil {
+			t.Errorf("%s by the holder: %v", what, err)
+		}
+	}
 	if err := v.Unlock(ctx, LockMount); err != nil {
 		t.Fatal(err)
 	}
 	if h, _ := v.LockHolder(ctx, LockMount); h != nil {
 		t.Fatalf("holder after unlock: %+v", h)
+	}
+	if mountedHere(v.path) {
+		t.Fatal("still marked as mounted here after unlock")
 	}
 }
 

@@ -143,6 +143,7 @@ func (v *Vault) readInode(ctx ctxT, ino int64) (*inode, error) {
 // closed and a new one inserted, so checkpoints keep seeing the old one.
 // It keeps the file and byte counters and the per-file size quota.
 func (t *txn) saveInode(in *inode) error {
+	t.tree = true
 	if in.chunks == nil {
 		in.chunks = []byte{}
 	}
@@ -178,6 +179,7 @@ func (t *txn) saveInode(in *inode) error {
 
 // dropInode removes in from the live state.
 func (t *txn) dropInode(in *inode) error {
+	t.tree = true
 	var err error
 	if in.genFrom == t.st.gen {
 		_, err = t.tx.ExecContext(t.ctx, "DELETE FROM inodes WHERE ino = ? AND gen_from = ?", in.ino, in.genFrom)
@@ -228,6 +230,7 @@ func (t *txn) setDentry(parent int64, name string, ino int64) error {
 
 // insertDentry adds parent/name -> ino where no live entry exists.
 func (t *txn) insertDentry(parent int64, name string, ino int64) error {
+	t.tree = true
 	_, err := t.tx.ExecContext(t.ctx, "INSERT INTO dentries (parent, name, gen_from, ino) VALUES (?, ?, ?, ?)", parent, name, t.st.gen, ino)
 	return err
 }
@@ -243,6 +246,7 @@ func (t *txn) dropDentry(parent int64, name string) error {
 
 // dropDentryAt removes the live entry parent/name whose row starts at genFrom.
 func (t *txn) dropDentryAt(parent int64, name string, genFrom int64) error {
+	t.tree = true
 	var err error
 	if genFrom == t.st.gen {
 		_, err = t.tx.ExecContext(t.ctx, "DELETE FROM dentries WHERE parent = ? AND name = ? AND gen_from = ?", parent, name, genFrom)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,9 +24,20 @@ type Holder struct {
 	Info  string    `json:"info"`
 }
 
-func hostname() string {
+// hostname is this machine's name, read once.
+var hostname = sync.OnceValue(func() string {
 	h, _ := os.Hostname()
 	return h
+})
+
+// mounted holds the paths of the vaults whose mount lock this process
+// holds: their tree changes come from this process's mount (or its
+// materialised copy) and need no look at the locks table.
+var mounted sync.Map
+
+func mountedHere(path string) bool {
+	_, ok := mounted.Load(path)
+	return ok
 }
 
 // alive reports whether the holder's process still runs. A holder on
@@ -54,8 +66,18 @@ func lockHolder(ctx context.Context, q querier, name string) (*Holder, error) {
 
 // Lock takes the named lock for this process. A lock held by a live
 // process fails with vault_busy naming the holder; one left by a dead
-// process is taken over.
+// process is taken over. While a process holds LockMount, no other process
+// may change the vault's tree: its kernel caches, or the copy it syncs
+// back, would not know of the change.
 func (v *Vault) Lock(ctx context.Context, name, info string) error {
+	err := v.lock(ctx, name, info)
+	if err == nil && name == LockMount {
+		mounted.Store(v.path, struct{}{})
+	}
+	return err
+}
+
+func (v *Vault) lock(ctx context.Context, name, info string) error {
 	return v.update(ctx, "lock vault", func(t *txn) error {
 		h, err := lockHolder(ctx, t.tx, name)
 		if err != nil {
@@ -80,6 +102,9 @@ func (v *Vault) Lock(ctx context.Context, name, info string) error {
 
 // Unlock releases the named lock if this process holds it.
 func (v *Vault) Unlock(ctx context.Context, name string) error {
+	if name == LockMount {
+		mounted.Delete(v.path)
+	}
 	return v.update(ctx, "unlock vault", func(t *txn) error {
 		r, err := t.tx.ExecContext(ctx, "DELETE FROM locks WHERE name = ? AND pid = ? AND host = ?", name, os.Getpid(), hostname())
 		if err != nil {
@@ -105,11 +130,12 @@ func (v *Vault) LockHolder(ctx context.Context, name string) (*Holder, error) {
 }
 
 // refuseIfMounted fails with vault_busy when another live process has the
-// vault mounted for writing.
+// vault mounted for writing (or materialised by a run).
 func refuseIfMounted(t *txn, what string) error {
 	h, err := lockHolder(t.ctx, t.tx, LockMount)
-	if err != nil || h == nil || !h.alive() || (h.PID == os.Getpid() && h.Host == hostname()) {
+	if err != nil || h == nil || (h.PID == os.Getpid() && h.Host == hostname()) || !h.alive() {
 		return err
 	}
-	return wire.Errorf(wire.CodeVaultBusy, "%s: the vault is mounted by pid %d; unmount it first", what, h.PID).With("holder_pid", h.PID)
+	return wire.Errorf(wire.CodeVaultBusy, "%s: the vault is mounted for writing by pid %d at %s; change it through the mount, or unmount it first", what, h.PID, h.Info).
+		With("holder_pid", h.PID).With("holder", h.Name)
 }

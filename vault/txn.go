@@ -53,6 +53,7 @@ type txn struct {
 	audits   []auditRow
 	paths    map[int64]string // inode paths looked up in this transaction
 	dirPaths map[int64]string // the directories among them
+	tree     bool             // the transaction changes the file tree (inodes or dentries)
 }
 
 type auditRow struct {
@@ -76,6 +77,11 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 	t.orig = t.st
 	if err := fn(t); err != nil {
 		return wrapOp(op, err)
+	}
+	if t.tree && !mountedHere(v.path) {
+		if err := refuseIfMounted(t, op); err != nil {
+			return err
+		}
 	}
 	if err := t.checkQuota(); err != nil {
 		return wrapOp(op, err)

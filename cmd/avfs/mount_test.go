@@ -64,12 +64,22 @@ func TestMountUnmountCommands(t *testing.T) {
 	// A restore while mounted is refused.
 	a.ok("checkpoint", "save", "c")
 	a.fail(1, "vault_busy", "checkpoint", "restore", "c")
+	// So is a change of the tree from another process: the kernel's caches
+	// of the mount would not know of it. Reads go on.
+	doc := a.fail(1, "vault_busy", "mkdir", "/from-cli")
+	if !strings.Contains(doc["message"].(string), "change it through the mount") {
+		t.Fatalf("busy message: %v", doc)
+	}
+	a.fail(1, "vault_busy", "rm", "/hello.txt")
+	if got := a.cat("/hello.txt"); got != "through the mount" {
+		t.Fatalf("cat while mounted: %q", got)
+	}
 	// Busy unmount names the holder; --lazy detaches.
 	sleeper := exec.Command("sleep", "20")
 	sleeper.Dir = dir
 	sleeper.Start()
 	time.Sleep(100 * time.Millisecond)
-	doc := a.fail(1, "mount_busy", "unmount", dir)
+	doc = a.fail(1, "mount_busy", "unmount", dir)
 	if !strings.Contains(doc["message"].(string), "sleep") {
 		t.Fatalf("busy message: %v", doc)
 	}
