@@ -2,7 +2,7 @@ package runner
 
 import (
 	"context"
-	"crypto/hmac"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -62,7 +62,11 @@ type Runner struct {
 	HostEnv     []string // where allow-listed variables come from (os.Environ())
 	ExtraEnv    []string // proxy.env of the config: KEY or KEY=VALUE
 	ApproverKey []byte   // the approver secret; when set, grants must carry its MAC
-	TempDir     string   // where mount points and materialised copies go ("" = os.TempDir())
+	// ApproverPublicKey, when set, is the approvers' Ed25519 public key:
+	// grants must carry a signature it verifies (see GrantSignature), and
+	// ApproverKey is not used. Unlike the secret, it lets nobody grant.
+	ApproverPublicKey ed25519.PublicKey
+	TempDir           string // where mount points and materialised copies go ("" = os.TempDir())
 }
 
 // Request is one `avfs proxy exec`.
@@ -93,8 +97,9 @@ type Request struct {
 // unless asked for with --env or proxy.env.
 var envAllow = []string{"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "USER", "LOGNAME"}
 
-// secretEnv never reaches a command, even when asked for.
-const secretEnv = "AVFS_APPROVER_KEY"
+// secretEnv are the approver variables: they never reach a command, even
+// when asked for.
+var secretEnv = []string{"AVFS_APPROVER_KEY", "AVFS_APPROVER_SIGNING_KEY"}
 
 // NewID returns a new execution id.
 func NewID() string {
@@ -437,25 +442,6 @@ func (r *Runner) digest(req Request, cwd, vaultName string, bs []wire.BundleInfo
 	return hex.EncodeToString(sum[:])
 }
 
-// GrantMAC is the proof of a grant made with the approver secret.
-func GrantMAC(key []byte, approvalID, digest string) string {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(approvalID + "\n" + digest))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// checkGrant verifies a grant's MAC when an approver secret is configured.
-func (r *Runner) checkGrant(a vault.Approval) error {
-	if len(r.ApproverKey) == 0 {
-		return nil
-	}
-	want := GrantMAC(r.ApproverKey, a.ID, a.Digest)
-	if !hmac.Equal([]byte(want), []byte(a.GrantMAC)) {
-		return wire.Errorf(wire.CodeApprovalRejected, "approval %s was not granted with the approver secret", a.ID).With("approval", a.ID)
-	}
-	return nil
-}
-
 // environment is the command's whole environment.
 func (r *Runner) environment(req Request, mnt, id string) []string {
 	host := r.HostEnv
@@ -470,7 +456,7 @@ func (r *Runner) environment(req Request, mnt, id string) []string {
 	}
 	for _, kv := range append(append([]string{}, r.ExtraEnv...), req.Env...) {
 		k, val, has := strings.Cut(kv, "=")
-		if k == "" || k == secretEnv {
+		if k == "" || slices.Contains(secretEnv, k) {
 			continue
 		}
 		if !has {

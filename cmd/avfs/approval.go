@@ -1,6 +1,11 @@
 package main
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -39,6 +44,126 @@ func approverKey(cfg config, required bool) ([]byte, error) {
 		return nil, wire.Errorf(wire.CodeApproverKey, "the approver key file %s is empty", cfg.Approval.KeyFile)
 	}
 	return []byte(k), nil
+}
+
+// approverPublicKey returns the approvers' public key named by
+// approval.public_key_file, or nil when none is configured.
+func approverPublicKey(cfg config) (ed25519.PublicKey, error) {
+	path := cfg.Approval.PublicKeyFile
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeApproverKey, "the approvers' public key is configured (%s) but cannot be read: %v", path, err).With("path", path)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return nil, wire.Errorf(wire.CodeApproverKey, "the approvers' public key %s is not PEM", path).With("path", path)
+	}
+	k, err := x509.ParsePKIXPublicKey(blk.Bytes)
+	pub, ok := k.(ed25519.PublicKey)
+	if err != nil || !ok {
+		return nil, wire.Errorf(wire.CodeApproverKey, "the approvers' public key %s is not an Ed25519 public key (make one with avfs approval keygen)", path).With("path", path)
+	}
+	return pub, nil
+}
+
+// signingKey returns the approver's private key named by --signing-key or
+// AVFS_APPROVER_SIGNING_KEY, or nil when neither is given.
+func signingKey(c *cli.Context) (ed25519.PrivateKey, error) {
+	path := c.String("signing-key")
+	if path == "" {
+		path = os.Getenv("AVFS_APPROVER_SIGNING_KEY")
+	}
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeApproverKey, "read the signing key: %v", err).With("path", path)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return nil, wire.Errorf(wire.CodeApproverKey, "the signing key %s is not PEM", path).With("path", path)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	priv, ok := k.(ed25519.PrivateKey)
+	if err != nil || !ok {
+		return nil, wire.Errorf(wire.CodeApproverKey, "the signing key %s is not an Ed25519 private key in PKCS #8 (make one with avfs approval keygen)", path).With("path", path)
+	}
+	return priv, nil
+}
+
+// keygenResult is the JSON document of `avfs approval keygen`.
+type keygenResult struct {
+	SigningKey string `json:"signing_key"`
+	PublicKey  string `json:"public_key"`
+}
+
+func approvalKeygenCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "keygen",
+		Usage: "make an Ed25519 key pair for signing grants",
+		UsageText: "avfs approval keygen FILE\n\n" +
+			"Writes the private key to FILE (mode 0600) and the public key to FILE.pub, both PEM.\n" +
+			"Name FILE.pub in approval.public_key_file of the config file of the runs; keep FILE\n" +
+			"where the commands that runs start cannot read it, and grant with --signing-key FILE.\n\n" +
+			"example: avfs approval keygen ~/.config/avfs-approver.pem",
+		Action: func(c *cli.Context) error {
+			a, err := args(c, 1, 1, "FILE")
+			if err != nil {
+				return err
+			}
+			pub, priv, err := ed25519.GenerateKey(rand.Reader)
+			if err != nil {
+				return wire.Errorf(wire.CodeInternal, "approval keygen: %w", err)
+			}
+			privDER, err := x509.MarshalPKCS8PrivateKey(priv)
+			if err != nil {
+				return wire.Errorf(wire.CodeInternal, "approval keygen: %w", err)
+			}
+			pubDER, err := x509.MarshalPKIXPublicKey(pub)
+			if err != nil {
+				return wire.Errorf(wire.CodeInternal, "approval keygen: %w", err)
+			}
+			res := keygenResult{SigningKey: a[0], PublicKey: a[0] + ".pub"}
+			for _, f := range []struct {
+				path string
+				mode os.FileMode
+				typ  string
+				der  []byte
+			}{{res.SigningKey, 0o600, "PRIVATE KEY", privDER}, {res.PublicKey, 0o644, "PUBLIC KEY", pubDER}} {
+				if err := writeNew(f.path, f.mode, pem.EncodeToMemory(&pem.Block{Type: f.typ, Bytes: f.der})); err != nil {
+					return err
+				}
+			}
+			return e.emit(res, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "signing key %s\npublic key %s\n", res.SigningKey, res.PublicKey)
+				return err
+			})
+		},
+	}
+}
+
+// writeNew writes a file that must not exist yet.
+func writeNew(path string, mode os.FileMode, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if errors.Is(err, os.ErrExist) {
+		return wire.Errorf(wire.CodeAlreadyExists, "approval keygen: %s already exists", path).With("path", path)
+	}
+	if err != nil {
+		return wire.Errorf(wire.CodeHostIO, "approval keygen: %w", err).With("path", path)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return wire.Errorf(wire.CodeHostIO, "approval keygen: %w", err).With("path", path)
+	}
+	return nil
 }
 
 func approvalCommand(e *env) *cli.Command {
@@ -103,20 +228,29 @@ func approvalCommand(e *env) *cli.Command {
 			},
 			approvalDecideCommand(e, true),
 			approvalDecideCommand(e, false),
+			approvalKeygenCommand(e),
 		},
 	}
 }
 
 func approvalDecideCommand(e *env, grant bool) *cli.Command {
 	name, usage := "deny", "deny a pending approval"
+	flags := []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why, for the audit log"}}
+	text := fmt.Sprintf("avfs approval %s ID [--reason TEXT]\n\nexample: avfs approval %s ap-1f2e3d4c5b6a7980 --reason \"checked\"", name, name)
 	if grant {
-		name, usage = "grant", "grant a pending approval (needs the approver secret when one is configured)"
+		name, usage = "grant", "grant a pending approval (signed when approvers are configured)"
+		flags = append(flags, &cli.StringFlag{Name: "signing-key", Usage: "sign the grant with the Ed25519 private key in `FILE` (default $AVFS_APPROVER_SIGNING_KEY)"})
+		text = "avfs approval grant ID [--reason TEXT] [--signing-key FILE]\n\n" +
+			"When the config names approval.public_key_file, the grant must be signed with the\n" +
+			"matching private key; with an approver secret (AVFS_APPROVER_KEY, approval.key_file)\n" +
+			"it carries the secret's MAC.\n\n" +
+			"example: avfs approval grant ap-1f2e3d4c5b6a7980 --reason \"checked\""
 	}
 	return &cli.Command{
 		Name:      name,
 		Usage:     usage,
-		UsageText: fmt.Sprintf("avfs approval %s ID [--reason TEXT]\n\nexample: avfs approval %s ap-1f2e3d4c5b6a7980 --reason \"checked\"", name, name),
-		Flags:     []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why, for the audit log"}},
+		UsageText: text,
+		Flags:     flags,
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "ID")
 			if err != nil {
@@ -126,9 +260,9 @@ func approvalDecideCommand(e *env, grant bool) *cli.Command {
 			if err != nil {
 				return err
 			}
-			var key []byte
+			var prove func(ap vault.Approval) (string, error)
 			if grant {
-				if key, err = approverKey(cfg, true); err != nil {
+				if prove, err = grantProof(c, cfg); err != nil {
 					return err
 				}
 			}
@@ -137,11 +271,13 @@ func approvalDecideCommand(e *env, grant bool) *cli.Command {
 				if err != nil {
 					return err
 				}
-				mac := ""
-				if len(key) > 0 {
-					mac = runner.GrantMAC(key, ap.ID, ap.Digest)
+				proof := ""
+				if prove != nil {
+					if proof, err = prove(ap); err != nil {
+						return err
+					}
 				}
-				ap, err = v.DecideApproval(c.Context, ap.ID, grant, c.String("reason"), "cli:"+cliUser(), mac)
+				ap, err = v.DecideApproval(c.Context, ap.ID, grant, c.String("reason"), "cli:"+cliUser(), proof)
 				if err != nil {
 					return err
 				}
@@ -152,6 +288,42 @@ func approvalDecideCommand(e *env, grant bool) *cli.Command {
 			})
 		},
 	}
+}
+
+// grantProof returns what proves a grant, as runs will check it: a
+// signature when the approvers' public key is configured (checked against
+// it here, so a wrong key fails now rather than at the run), else the
+// approver secret's MAC, else a signature when a signing key is given
+// anyway, else nothing.
+func grantProof(c *cli.Context, cfg config) (func(vault.Approval) (string, error), error) {
+	pub, err := approverPublicKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	priv, err := signingKey(c)
+	if err != nil {
+		return nil, err
+	}
+	if pub != nil {
+		if priv == nil {
+			return nil, wire.Errorf(wire.CodeApproverKey, "grants must be signed: the config names the approvers' public key %s; give the private key with --signing-key FILE or AVFS_APPROVER_SIGNING_KEY", cfg.Approval.PublicKeyFile)
+		}
+		if !pub.Equal(priv.Public()) {
+			return nil, wire.Errorf(wire.CodeApproverKey, "the signing key does not match the approvers' public key %s", cfg.Approval.PublicKeyFile)
+		}
+		return func(ap vault.Approval) (string, error) { return runner.GrantSignature(priv, ap.ID, ap.Digest), nil }, nil
+	}
+	key, err := approverKey(cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(key) > 0:
+		return func(ap vault.Approval) (string, error) { return runner.GrantMAC(key, ap.ID, ap.Digest), nil }, nil
+	case priv != nil:
+		return func(ap vault.Approval) (string, error) { return runner.GrantSignature(priv, ap.ID, ap.Digest), nil }, nil
+	}
+	return nil, nil
 }
 
 func approvalCommandText(a vault.Approval) string {

@@ -31,6 +31,11 @@ type approvalConfig struct {
 	// AVFS_APPROVER_KEY is), grants need the secret and runs check them.
 	// Relative paths as for policy bundles.
 	KeyFile string `json:"key_file"`
+	// PublicKeyFile holds the approvers' Ed25519 public key (PEM). When it
+	// is set, grants must be signed with the matching private key and runs
+	// check the signature; the secret is not used. Relative paths as for
+	// policy bundles.
+	PublicKeyFile string `json:"public_key_file"`
 }
 
 // policyConfig is the "policy" section.
@@ -80,6 +85,9 @@ func loadConfig(home string) (config, error) {
 	}
 	if cfg.Approval.KeyFile != "" {
 		cfg.Approval.KeyFile = relativeTo(dir, cfg.Approval.KeyFile)
+	}
+	if cfg.Approval.PublicKeyFile != "" {
+		cfg.Approval.PublicKeyFile = relativeTo(dir, cfg.Approval.PublicKeyFile)
 	}
 	return cfg, nil
 }

@@ -133,6 +133,10 @@ func (e *env) proxyRunner(c *cli.Context) (*runner.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	pub, err := approverPublicKey(cfg)
+	if err != nil {
+		return nil, err
+	}
 	opts, err := e.bundleOptions(c)
 	if err != nil {
 		return nil, err
@@ -145,7 +149,7 @@ func (e *env) proxyRunner(c *cli.Context) (*runner.Runner, error) {
 		return engine.NewPolicy(ctx, set)
 	}
 	exe, _ := os.Executable() // for the run's guard; without it, the next run cleans up
-	return &runner.Runner{Store: e.store(), LoadPolicy: load, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key}, nil
+	return &runner.Runner{Store: e.store(), LoadPolicy: load, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key, ApproverPublicKey: pub}, nil
 }
 
 // printEnvelope shows a run to people: the command's output, then one summary line on stderr.

@@ -221,3 +221,63 @@ func TestProxyApproverKey(t *testing.T) {
 		t.Fatalf("the command's environment:\n%s", r.stdout(t))
 	}
 }
+
+func TestProxyApproverSigningKey(t *testing.T) {
+	t.Parallel()
+	a := newProxyAVFS(t)
+	b := []string{"--mount-mode", "materialize", "--bundle", approvalBundle(t)}
+	keys := t.TempDir()
+	signing := filepath.Join(keys, "approver.pem")
+	doc := a.ok("approval", "keygen", signing)
+	if doc["signing_key"] != signing || doc["public_key"] != signing+".pub" {
+		t.Fatalf("keygen: %v", doc)
+	}
+	if fi, err := os.Stat(signing); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("signing key: %v %v", fi, err)
+	}
+	a.fail(1, "already_exists", "approval", "keygen", signing)
+	other := filepath.Join(keys, "other.pem")
+	a.ok("approval", "keygen", other)
+
+	// Before approvers are configured: a grant without proof.
+	early := a.request(b, "touch", "early.txt")
+	a.ok("approval", "grant", early)
+
+	os.WriteFile(filepath.Join(a.home, "config.json"), []byte(`{"approval": {"public_key_file": "`+signing+`.pub"}}`), 0o644)
+	// A grant needs the signing key; a wrong one is refused; neither
+	// changes the approval.
+	id := a.request(b, "touch", "x.txt")
+	a.fail(1, "approver_key_required", "approval", "grant", id)
+	a.fail(1, "approver_key_required", "approval", "grant", "--signing-key", other, id)
+	a.fail(1, "approver_key_required", "approval", "grant", "--signing-key", signing+".pub", id)
+	equal(t, "status after refused grants", a.approvalStatus(id), "pending")
+	// The grant made without proof, and one signed by another key, do not run.
+	a.proxy(append(b, "--approval", early), "touch", "early.txt").rejected(t, "signing key")
+	unconfigured := a.with("AVFS_CONFIG=" + filepath.Join(keys, "none.json"))
+	forged := a.request(b, "touch", "forged.txt")
+	unconfigured.ok("approval", "grant", "--signing-key", other, forged)
+	a.proxy(append(b, "--approval", forged), "touch", "forged.txt").rejected(t, "signing key")
+
+	// Signed with the key: runs.
+	a.ok("approval", "grant", "--signing-key", signing, id)
+	a.proxy(append(b, "--approval", id), "touch", "x.txt").ok(t, wire.RequireApproval)
+	equalSlice(t, "files", a.ls("/"), []string{"x.txt"})
+
+	// The key may come from the environment, which never reaches the command.
+	signer := a.with("AVFS_APPROVER_SIGNING_KEY=" + signing)
+	e := append(b, "--env", "AVFS_APPROVER_SIGNING_KEY")
+	id = signer.request(e, "env")
+	signer.ok("approval", "grant", id)
+	r := signer.proxy(append(e, "--approval", id), "env")
+	r.ok(t, wire.RequireApproval)
+	if out := r.stdout(t); !strings.Contains(out, "AVFS_EXEC_ID=") || strings.Contains(out, "AVFS_APPROVER_SIGNING_KEY") {
+		t.Fatalf("the command's environment:\n%s", out)
+	}
+
+	// A public key that cannot be used fails the run before anything happens.
+	os.WriteFile(signing+".pub", []byte("not a key\n"), 0o644)
+	r = a.proxy(b, "touch", "y.txt")
+	if r.code != wire.ExitAvfsFailed || r.env.Error == nil || r.env.Error.Code != wire.CodeApproverKey || r.env.Process != nil {
+		t.Fatalf("broken public key: %s", r.raw)
+	}
+}
