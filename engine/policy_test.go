@@ -621,3 +621,32 @@ func BenchmarkNewPolicy(b *testing.B) {
 		}
 	}
 }
+
+// TestParsedShellScripts checks the default policy on what Parse makes of
+// --shell scripts, including those without a simple command.
+func TestParsedShellScripts(t *testing.T) {
+	p := defaultP(t)
+	for _, tc := range []struct {
+		script   string
+		decision wire.Decision
+		reasons  []string
+	}{
+		{"ls -la", wire.Allow, []string{"avfs.allow.read_only"}},
+		{"x=1", wire.Allow, []string{"avfs.allow.read_only"}},
+		{"# nothing to do", wire.Allow, []string{"avfs.allow.read_only"}},
+		{"echo 'unterminated", wire.Deny, []string{"avfs.deny.unparsable_script"}},
+		{"> out.txt", wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}},
+		{"x=1; sudo ls", wire.Deny, []string{"avfs.deny.privileged"}},
+		{"X=1; mkdir -p build", wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}},
+		{"PATH=.; ls", wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}},
+	} {
+		in, err := Parse(context.Background(), ParseRequest{Shell: tc.script, Cwd: "/"})
+		if err != nil {
+			t.Fatalf("%q: %v", tc.script, err)
+		}
+		res, err := p.Decide(context.Background(), in, DecideOptions{})
+		if err != nil || res.Decision != tc.decision || !slices.Equal(reasonIDs(res.Reasons), tc.reasons) {
+			t.Errorf("%q: %s %v, want %s %v (%v)", tc.script, res.Decision, reasonIDs(res.Reasons), tc.decision, tc.reasons, err)
+		}
+	}
+}

@@ -34,11 +34,17 @@ message(title, "") := title
 message(title, subject) := sprintf("%s: %s", [title, subject]) if subject != ""
 
 # commands is every simple command of the input: input.commands, or the
-# top-level command alone when the list is missing or empty.
+# top-level command alone when the list is missing or empty. A --shell
+# script that has no simple command (only assignments or comments, or it
+# cannot be parsed) has none: its top-level command is an empty placeholder.
 commands := cmds if {
 	cmds := input.commands
 	is_array(cmds)
 	count(cmds) > 0
+} else := [] if {
+	is_array(input.commands)
+	input.command.origin == "script"
+	input.command.program == ""
 } else := [input.command]
 
 # malformed is true when the input is not shaped like wire.Input: a field
@@ -72,15 +78,30 @@ valid_script if {
 command_fields := {"argv", "raw", "program", "args", "flags", "wrappers", "redirects", "assignments", "origin", "pipeline", "pipeline_len"}
 
 # well_formed is true for a command with every field of command_fields, none
-# of them null, and a program. (avfs builds inputs from typed Go values, so
-# the types are right; this guards hand-written documents.)
+# of them null, that names its program or is an empty command. (avfs builds
+# inputs from typed Go values, so the types are right; this guards
+# hand-written documents.)
 well_formed(cmd) if {
 	fields := object.filter(cmd, command_fields)
 	count(fields) == count(command_fields)
 	not null in fields
 	is_string(cmd.program)
+	names_program(cmd)
+}
+
+names_program(cmd) if {
 	cmd.program != ""
 	count(cmd.argv) > 0
+}
+
+# An empty command stands for a statement of a script with only assignments
+# or redirections (X=1, > log); an argv always names a program.
+names_program(cmd) if empty_command(cmd)
+
+empty_command(cmd) if {
+	cmd.program == ""
+	cmd.argv == []
+	cmd.origin in {"script", "substitution", "eval"}
 }
 
 # program_in is true when the program, or its base name, is in list. The
@@ -257,6 +278,14 @@ read_only(cmd) if {
 		split(a, "=")[0] in cfg.git_branch_listing_flags
 	}
 	not read_only_exception(cmd)
+	not unsafe_assignment(cmd)
+}
+
+# A statement with only assignments or redirections runs no program: its
+# redirections are judged as redirects (see changes), its assignments as a
+# command's are.
+read_only(cmd) if {
+	empty_command(cmd)
 	not unsafe_assignment(cmd)
 }
 

@@ -188,3 +188,45 @@ test_shells_that_are_not_the_carrier if {
 	t.decision_of(t.argv_input(["sh", "-c", "ls"])) == "allow_with_checkpoint"
 	t.decision_of(t.argv_input(["bash", "build.sh"])) == "allow_with_checkpoint"
 }
+
+# A --shell script without simple commands (assignments, comments) runs
+# nothing: it is read-only.
+test_shell_without_commands if {
+	every source in ["x=1", "# a comment"] {
+		inp := t.shell_doc(t.script(source, {}))
+		t.decision_of(inp) == "allow"
+		t.ids(inp) == {"avfs.allow.read_only"}
+	}
+}
+
+# A statement with only assignments or redirections is an empty command.
+empty(source, extra) := object.union(
+	t.with_fields([""], {"argv": [], "raw": source, "program": "", "args": [], "flags": [], "operands": [], "origin": "script"}),
+	extra,
+)
+
+test_empty_commands if {
+	assign := t.sh_c("x=1; ls", array.concat([empty("x=1", {"assignments": {"x": "1"}})], t.in_script([t.cmd(["ls"])])), {})
+	t.decision_of(assign) == "allow"
+	not "avfs.deny.malformed_input" in t.ids(assign)
+
+	redirect := t.sh_c("> log", [empty("> log", {"redirects": [{"op": ">", "target": "log"}]})], {})
+	r := t.result(redirect)
+	r.decision == "allow_with_checkpoint"
+	{
+		"id": "avfs.checkpoint.changes",
+		"decision": "allow_with_checkpoint",
+		"message": "Commands that may change the vault run after a checkpoint: > log",
+	} in r.reasons
+
+	# Variables that change what later commands do are not read-only.
+	every kv in [{"LD_PRELOAD": "./x.so"}, {"PATH": "."}] {
+		unsafe := t.sh_c("V=x; ls", array.concat([empty("V=x", {"assignments": kv})], t.in_script([t.cmd(["ls"])])), {})
+		t.decision_of(unsafe) == "allow_with_checkpoint"
+	}
+}
+
+test_path_assignment_not_read_only if {
+	t.decision_of(t.argv_input(["ls"])) == "allow"
+	t.decision_of(t.doc([t.with_fields(["ls"], {"assignments": {"PATH": "."}})], null, [])) == "allow_with_checkpoint"
+}

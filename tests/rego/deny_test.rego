@@ -259,6 +259,14 @@ test_unparsable_script if {
 	} in r.reasons
 }
 
+# A --shell script that cannot be parsed has no commands: only the parse
+# error is reported, not a malformed input.
+test_unparsable_shell_option if {
+	inp := t.shell_doc(t.script("echo 'unterminated", {"parse_error": "1:6: reached EOF without closing quote '"}))
+	t.decision_of(inp) == "deny"
+	t.ids(inp) == {"avfs.deny.unparsable_script"}
+}
+
 test_parsed_script if {
 	inp := t.sh_c("ls", t.in_script([t.cmd(["ls"])]), {})
 	not "avfs.deny.unparsable_script" in t.ids(inp)
@@ -303,6 +311,9 @@ test_malformed_inputs if {
 		object.union(t.argv_input(["ls"]), {"paths": [{"arg": "/etc/x", "inside_vault": false}]}),
 		object.union(t.argv_input(["ls"]), {"script": {"source": "ls"}}),
 		object.union(t.argv_input(["ls"]), {"script": "ls"}),
+		# An empty top-level command stands for a script without commands
+		# only when it says so (origin "script").
+		object.union(t.shell_doc(t.script("x=1", {})), {"command": object.union(t.shell_doc(t.script("x=1", {})).command, {"origin": "argv"})}),
 	] {
 		r := t.result(inp)
 		r.decision == "deny"

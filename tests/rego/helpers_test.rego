@@ -68,6 +68,10 @@ script(source, extra) := object.union(
 	extra,
 )
 
+# shell_doc is the input of a --shell script in which engine.Parse found no
+# simple command: the top-level command is an empty placeholder.
+shell_doc(scr) := object.union(doc([with_fields([""], {"argv": [], "raw": "", "program": "", "args": [], "flags": [], "operands": [], "origin": "script"})], scr, []), {"commands": []})
+
 # doc is a whole input document.
 doc(cmds, scr, paths) := {
 	"schema_version": 1,
