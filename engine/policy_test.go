@@ -639,6 +639,8 @@ func TestParsedShellScripts(t *testing.T) {
 		{"x=1; sudo ls", wire.Deny, []string{"avfs.deny.privileged"}},
 		{"X=1; mkdir -p build", wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}},
 		{"PATH=.; ls", wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}},
+		{"set -euo pipefail; export CI=1; ls", wire.Allow, []string{"avfs.allow.read_only"}},
+		{"export LD_PRELOAD=./x.so; ls", wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}},
 	} {
 		in, err := Parse(context.Background(), ParseRequest{Shell: tc.script, Cwd: "/"})
 		if err != nil {

@@ -230,3 +230,12 @@ test_path_assignment_not_read_only if {
 	t.decision_of(t.argv_input(["ls"])) == "allow"
 	t.decision_of(t.doc([t.with_fields(["ls"], {"assignments": {"PATH": "."}})], null, [])) == "allow_with_checkpoint"
 }
+
+# Shell builtins that only set the shell's options and variables are
+# read-only; the variables they set are judged as assignments.
+test_shell_builtins if {
+	every argv in [["set", "-e"], ["export", "FOO=1"], ["unset", "X"], ["shopt", "-s", "nullglob"], [":"], ["type", "ls"]] {
+		t.decision_of(t.argv_input(argv)) == "allow"
+	}
+	t.decision_of(t.doc([t.with_fields(["export", "LD_PRELOAD=./x.so"], {"assignments": {"LD_PRELOAD": "./x.so"}})], null, [])) == "allow_with_checkpoint"
+}
