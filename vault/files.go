@@ -5,6 +5,7 @@ import (
 	"io"
 	"path"
 	"sort"
+	"strings"
 
 	"avfs/wire"
 )
@@ -495,12 +496,16 @@ func childNames(ctx context.Context, q querier, dir int64) ([]string, error) {
 
 // destination resolves where a copy or move of src lands: inside dst when
 // dst is an existing directory, else at dst.
-func (v *Vault) destination(t *txn, src, dst string) (dir *inode, name, full string, err error) {
+func (v *Vault) destination(t *txn, src, dst string, dirOnly bool) (dir *inode, name, full string, err error) {
 	if ino, err := v.resolve(t.ctx, t.tx, dst, true); err == nil {
 		if in, err := getInode(t.ctx, t.tx, ino); err == nil && in.kind == KindDir {
 			full = path.Join(dst, path.Base(src))
 			return in, path.Base(src), full, nil
 		}
+	}
+	if dirOnly {
+		// DST/ names a directory, as for mv(1) and cp(1).
+		return nil, "", "", wire.Errorf(wire.CodeNotDir, "%s/ is not a directory", dst).With("path", dst)
 	}
 	dirIno, name, err := v.resolveParent(t.ctx, t.tx, dst)
 	if err != nil {
@@ -510,13 +515,14 @@ func (v *Vault) destination(t *txn, src, dst string) (dir *inode, name, full str
 	return dir, name, dst, err
 }
 
-// Move renames src to dst (into dst when it is a directory), replacing a
-// file there as rename(2) does.
+// Move renames src to dst (into dst when it is a directory; a dst ending
+// in "/" must be one), replacing a file there as rename(2) does.
 func (v *Vault) Move(ctx context.Context, src, dst string) (Entry, error) {
 	src, err := CleanPath(src)
 	if err != nil {
 		return Entry{}, err
 	}
+	dirOnly := strings.HasSuffix(dst, "/")
 	if dst, err = CleanPath(dst); err != nil {
 		return Entry{}, err
 	}
@@ -534,7 +540,7 @@ func (v *Vault) Move(ctx context.Context, src, dst string) (Entry, error) {
 		} else if !ok {
 			return wire.Errorf(wire.CodeNotFound, "%s: no such file or directory", src).With("path", src)
 		}
-		ndir, nname, full, err := v.destination(t, src, dst)
+		ndir, nname, full, err := v.destination(t, src, dst, dirOnly)
 		if err != nil {
 			return err
 		}
@@ -562,13 +568,15 @@ func (v *Vault) Move(ctx context.Context, src, dst string) (Entry, error) {
 	return e, err
 }
 
-// Copy copies src to dst (into dst when it is a directory). Content is
+// Copy copies src to dst (into dst when it is a directory; a dst ending in
+// "/" must be one). Content is
 // shared by chunk hash, so a copy stores no new data. Directories need recursive.
 func (v *Vault) Copy(ctx context.Context, src, dst string, recursive bool) (int64, error) {
 	src, err := CleanPath(src)
 	if err != nil {
 		return 0, err
 	}
+	dirOnly := strings.HasSuffix(dst, "/")
 	if dst, err = CleanPath(dst); err != nil {
 		return 0, err
 	}
@@ -585,7 +593,7 @@ func (v *Vault) Copy(ctx context.Context, src, dst string, recursive bool) (int6
 		if in.kind == KindDir && !recursive {
 			return wire.Errorf(wire.CodeIsDir, "%s is a directory (copy it with -r)", src).With("path", src)
 		}
-		dir, name, full, err := v.destination(t, src, dst)
+		dir, name, full, err := v.destination(t, src, dst, dirOnly)
 		if err != nil {
 			return err
 		}

@@ -98,10 +98,30 @@ func TestErrorsAreTyped(t *testing.T) {
 		{"through file", func() error { _, err := v.Stat(ctx, "/a/file/x"); return err }(), wire.CodeNotDir},
 		{"copy dir", func() error { _, err := v.Copy(ctx, "/a", "/b", false); return err }(), wire.CodeIsDir},
 		{"root", func() error { _, err := v.Remove(ctx, "/", true); return err }(), wire.CodeInvalidPath},
+		// DST/ must be a directory, as for mv(1) and cp(1).
+		{"move into a missing dir", func() error { _, err := v.Move(ctx, "/a/file", "/nodir/"); return err }(), wire.CodeNotDir},
+		{"copy into a missing dir", func() error { _, err := v.Copy(ctx, "/a/file", "/nodir/", false); return err }(), wire.CodeNotDir},
+		{"move into a file", func() error { _, err := v.Move(ctx, "/a", "/a/file/"); return err }(), wire.CodeNotDir},
 	}
 	for _, c := range cases {
 		if got := wire.CodeOf(c.err); got != c.code {
 			t.Errorf("%s: code %q, want %q (%v)", c.name, got, c.code, c.err)
+		}
+	}
+	if _, err := v.Stat(ctx, "/nodir"); !wire.HasCode(err, wire.CodeNotFound) {
+		t.Errorf("a refused move or copy made /nodir: %v", err)
+	}
+	// Into an existing directory, with or without the slash.
+	write(t, v, "/b", "y")
+	if _, err := v.Move(ctx, "/b", "/a/"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Copy(ctx, "/a/b", "/", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/a/b", "/b", "/a/file"} {
+		if _, err := v.Stat(ctx, p); err != nil {
+			t.Errorf("%s: %v", p, err)
 		}
 	}
 }
