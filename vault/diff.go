@@ -54,11 +54,17 @@ func rowAt(ctx context.Context, q querier, ino, g int64) (*inode, error) {
 
 // pathAt returns the path of ino at generation g ("" when it has none).
 func pathAt(ctx context.Context, q querier, ino, g int64) (string, error) {
+	return pathBetween(ctx, q, ino, g, g)
+}
+
+// pathBetween is a path that names ino at every generation from lo to hi
+// ("" when there is none).
+func pathBetween(ctx context.Context, q querier, ino, lo, hi int64) (string, error) {
 	var parts []string
 	for ino != rootIno {
 		var parent int64
 		var name string
-		err := q.QueryRowContext(ctx, "SELECT parent, name FROM dentries WHERE ino = ? AND gen_from <= ? AND gen_to > ? ORDER BY parent, name LIMIT 1", ino, g, g).Scan(&parent, &name)
+		err := q.QueryRowContext(ctx, "SELECT parent, name FROM dentries WHERE ino = ? AND gen_from <= ? AND gen_to > ? ORDER BY parent, name LIMIT 1", ino, lo, hi).Scan(&parent, &name)
 		if errors.Is(err, sql.ErrNoRows) {
 			return "", nil
 		}
@@ -190,6 +196,19 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 		return nil, err
 	}
 	for _, ino := range inos {
+		// A name the inode kept throughout (with hard links, the first
+		// name at either end may be one that came or went).
+		if ps, err := pathBetween(ctx, q, ino, lo, hi); err != nil {
+			return nil, err
+		} else if ps != "" {
+			if _, ok := before[ps]; !ok {
+				before[ps] = ino
+			}
+			if _, ok := after[ps]; !ok {
+				after[ps] = ino
+			}
+			continue
+		}
 		pa, err := pathAt(ctx, q, ino, ga)
 		if err != nil {
 			return nil, err

@@ -141,7 +141,7 @@ func (v *Vault) replaceNode(t *txn, p string, kind Kind, mode uint32, target str
 }
 
 // Export copies the vault file or tree at vaultPath to hostPath, keeping
-// modes, symlinks and mtimes. An existing hostPath is refused
+// modes, symlinks, mtimes and hard links (among the names exported). An existing hostPath is refused
 // (already_exists) unless force, which replaces files and merges directories.
 func (v *Vault) Export(ctx context.Context, vaultPath, hostPath string, force bool) (TransferResult, error) {
 	var res TransferResult
@@ -158,6 +158,7 @@ func (v *Vault) Export(ctx context.Context, vaultPath, hostPath string, force bo
 		atime time.Time
 	}
 	var dirs []dirTime
+	linked := map[uint64]string{} // inode of a file with several names -> its first host path
 	err = v.view(ctx, "export "+vaultPath, func(q querier, _ state) error {
 		ino, err := v.resolve(ctx, q, vaultPath, false)
 		if err != nil {
@@ -198,6 +199,18 @@ func (v *Vault) Export(ctx context.Context, vaultPath, hostPath string, force bo
 				if err := os.RemoveAll(hp); err != nil {
 					return wire.Errorf(wire.CodeHostIO, "export %s: %w", hp, err)
 				}
+			}
+			if e.Nlink > 1 {
+				// Hard links stay hard links among the exported names.
+				if first, ok := linked[e.Ino]; ok {
+					os.Remove(hp)
+					if err := os.Link(first, hp); err != nil {
+						return wire.Errorf(wire.CodeHostIO, "export %s: %w", hp, err)
+					}
+					res.Files++
+					return nil
+				}
+				linked[e.Ino] = hp
 			}
 			f, err := os.OpenFile(hp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 			if err != nil {

@@ -26,7 +26,9 @@ type SyncResult struct {
 // its kind, mode, size, mtime or symlink target differ from the vault, or
 // its ctime is after since (the moment the tree was exported), so content
 // rewritten in place is caught without reading unchanged files. Special
-// files are skipped; hard links on the host become separate files.
+// files are skipped. Host hard links within dir are vault hard links (as
+// Export makes them): a link made on the host is made in the vault, one
+// broken on the host (the file replaced) is broken in the vault.
 func (v *Vault) Sync(ctx context.Context, dir string, since time.Time) (SyncResult, error) {
 	var res SyncResult
 	err := v.update(ctx, "sync from "+dir, func(t *txn) error {
@@ -34,7 +36,7 @@ func (v *Vault) Sync(ctx context.Context, dir string, since time.Time) (SyncResu
 		if err != nil {
 			return err
 		}
-		if err := v.syncDir(t, dir, root, "/", since, &res); err != nil {
+		if err := v.syncDir(t, dir, root, "/", since, map[devIno]int64{}, &res); err != nil {
 			return err
 		}
 		t.audit("sync", "/", map[string]any{"host_path": dir, "added": res.Added, "modified": res.Modified, "deleted": res.Deleted})
@@ -64,8 +66,13 @@ func ctimeOf(fi fs.FileInfo) time.Time {
 	return time.Now()
 }
 
-// syncDir makes directory dir (inode in, at vault path vp) match the host directory hp.
-func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Time, res *SyncResult) error {
+// devIno names a host file.
+type devIno struct{ dev, ino uint64 }
+
+// syncDir makes directory dir (inode in, at vault path vp) match the host
+// directory hp. links maps the host files with several names seen so far to
+// the vault inode they became, so that host hard links stay vault hard links.
+func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Time, links map[devIno]int64, res *SyncResult) error {
 	ents, err := os.ReadDir(hp)
 	if err != nil {
 		return wire.Errorf(wire.CodeHostIO, "read %s: %w", hp, err)
@@ -126,9 +133,52 @@ func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Tim
 		if err != nil {
 			return err
 		}
+		// A regular file with several names on the host: the first name
+		// seen is synced as usual, the others become vault hard links of it.
+		var key devIno
+		hostNlink := uint64(1)
+		if st, isStat := fi.Sys().(*syscall.Stat_t); isStat && kind == KindFile {
+			key, hostNlink = devIno{uint64(st.Dev), st.Ino}, uint64(st.Nlink)
+		}
+		if target, seen := links[key]; seen && hostNlink > 1 {
+			if ok && ino == target {
+				continue // already that inode
+			}
+			if ok {
+				n, err := t.removeTree(dir, name, true)
+				if err != nil {
+					return err
+				}
+				res.Deleted += n
+			}
+			tin, err := getInode(t.ctx, t.tx, target)
+			if err != nil {
+				return err
+			}
+			if err := t.link(tin, dir, name); err != nil {
+				return err
+			}
+			res.Added++
+			continue
+		}
 		if ok {
 			if in, err = getInode(t.ctx, t.tx, ino); err != nil {
 				return err
+			}
+			if in.kind == KindFile && in.nlink > 1 && hostNlink == 1 {
+				// The host broke the link (the file was replaced, say by
+				// sed -i): this name gets an inode of its own.
+				if _, err := t.unlinkEntry(dir, name, KindFile); err != nil {
+					return err
+				}
+				if in, err = t.create(dir, name, kind, mode, uint32(uidNow()), uint32(gidNow()), target); err != nil {
+					return err
+				}
+				res.Modified++
+				if err := v.syncFile(t, child, in, cvp, fi, mode, mtime, true, res); err != nil {
+					return err
+				}
+				continue
 			}
 			if in.kind != kind || (kind == KindSymlink && in.target != target) {
 				// Replaced by another kind of entry (or another link target).
@@ -159,7 +209,7 @@ func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Tim
 					res.Modified++
 				}
 			}
-			if err := v.syncDir(t, child, in, cvp, since, res); err != nil {
+			if err := v.syncDir(t, child, in, cvp, since, links, res); err != nil {
 				return err
 			}
 			// Entries changed inside: restore the host's directory mtime last.
@@ -177,33 +227,45 @@ func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Tim
 				}
 			}
 		case KindFile:
+			if hostNlink > 1 {
+				links[key] = in.ino
+			}
 			changed := created || in.size != fi.Size() || in.mtime != mtime || in.mode != mode || ctimeOf(fi).After(since)
 			if !changed {
 				continue
 			}
-			f, err := os.Open(child)
-			if err != nil {
-				return wire.Errorf(wire.CodeHostIO, "read %s: %w", child, err)
-			}
-			before := append([]byte(nil), in.chunks...)
-			oldMode, oldSize := in.mode, in.size
-			err = t.writeAll(in, f)
-			f.Close()
-			if err != nil {
+			if err := v.syncFile(t, child, in, cvp, fi, mode, mtime, created, res); err != nil {
 				return err
 			}
-			in.mode, in.mtime = mode, mtime
-			if err := t.saveInode(in); err != nil {
-				return err
-			}
-			if created || string(before) != string(in.chunks) || oldMode != mode || oldSize != in.size {
-				if err := t.recordVersionAt(in, cvp, "write"); err != nil {
-					return err
-				}
-				if !created {
-					res.Modified++
-				}
-			}
+		}
+	}
+	return nil
+}
+
+// syncFile copies the host file child into inode in (at vault path cvp).
+// created says whether the vault entry is new (counted as added already).
+func (v *Vault) syncFile(t *txn, child string, in *inode, cvp string, fi fs.FileInfo, mode uint32, mtime int64, created bool, res *SyncResult) error {
+	f, err := os.Open(child)
+	if err != nil {
+		return wire.Errorf(wire.CodeHostIO, "read %s: %w", child, err)
+	}
+	before := append([]byte(nil), in.chunks...)
+	oldMode, oldSize := in.mode, in.size
+	err = t.writeAll(in, f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	in.mode, in.mtime = mode, mtime
+	if err := t.saveInode(in); err != nil {
+		return err
+	}
+	if created || string(before) != string(in.chunks) || oldMode != mode || oldSize != in.size {
+		if err := t.recordVersionAt(in, cvp, "write"); err != nil {
+			return err
+		}
+		if !created {
+			res.Modified++
 		}
 	}
 	return nil

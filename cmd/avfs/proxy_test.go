@@ -819,6 +819,24 @@ func TestProxyChangeSummary(t *testing.T) {
 		r = a.proxy([]string{"--mount-mode", mode}, "sh", "-c", "(sh -c 'cat edit.txt > /dev/null') & wait")
 		r.ok(t, wire.AllowWithCheckpoint) // a background job is not known to be read-only
 		equal(t, "changes of a read-only run", len(r.env.Changes), 0)
+
+		// Hard links stay links: a write through one name shows through
+		// the others, and a name removed leaves the rest.
+		a.proxy([]string{"--mount-mode", mode}, "sh", "-c", "echo one > h1; ln h1 h2; ln h1 keep/h3").ok(t, wire.AllowWithCheckpoint)
+		r = a.proxy([]string{"--mount-mode", mode}, "sh", "-c", "echo two >> h2; cat keep/h3; rm h1")
+		r.ok(t, wire.AllowWithCheckpoint)
+		equal(t, "output through a link", r.stdout(t), "one\ntwo\n")
+		equalSlice(t, "changes of the linked files", changeLines(r.env.Changes), []string{
+			"deleted file /h1 4>- 0644>",
+			"modified file /h2 4>8 0644>0644",
+		})
+		equal(t, "h3", a.cat("/keep/h3"), "one\ntwo\n")
+		for _, p := range []string{"/h2", "/keep/h3"} {
+			if e := a.ok("stat", p); e["nlink"] != float64(2) {
+				t.Errorf("%s after the run: %v", p, e)
+			}
+		}
+		a.vaultOK()
 	})
 }
 
