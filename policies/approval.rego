@@ -54,3 +54,18 @@ reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
 reasons contains lib.reason(rego.metadata.rule(), raw) if {
 	some raw in lib.package_invocations
 }
+
+# METADATA
+# title: Commands known only at run time need approval
+# description: |
+#   A program named by a variable or a substitution ($x, $(printf curl),
+#   "$HOME/bin/tool"), or shell code given to sh -c, eval or source in such
+#   a word (sh -c "$x", eval "$cmd"), cannot be judged by name: no other rule
+#   sees what runs.
+# custom:
+#   id: avfs.approval.dynamic_command
+#   decision: require_approval
+reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
+	some i, cmd in lib.commands
+	lib.dynamic_command(i, cmd)
+}

@@ -167,6 +167,38 @@ package_phrases(program) := phrases if {
 # network is true for a program that talks to the network whatever its arguments.
 network(cmd) if cmd.program in cfg.network_programs
 
+# dynamic_command is true for the command at index i when its program word
+# is not literal, or when it is a shell (-c) or eval-like builtin given code
+# in such a word. The carrier of a parsed sh -c script is judged by the
+# script's commands instead; literal nested scripts and eval strings are
+# parsed, and their commands judged, too.
+dynamic_command(_, cmd) if {
+	cmd.dynamic == true
+	dynamic_word(cmd.argv[0])
+}
+
+dynamic_command(i, cmd) if {
+	cmd.dynamic == true
+	cmd.program in cfg.shells
+	"-c" in cmd.flags
+	not carrier(i, cmd)
+	some a in cmd.args
+	dynamic_word(a)
+}
+
+dynamic_command(_, cmd) if {
+	cmd.dynamic == true
+	cmd.program in cfg.evaluators
+	some a in cmd.args
+	dynamic_word(a)
+}
+
+# dynamic_word is true for a word of a dynamic command that holds the
+# source text of a variable or a substitution rather than a literal.
+dynamic_word(w) if contains(w, "$")
+
+dynamic_word(w) if contains(w, "`")
+
 # privileged is true when the program or any wrapper around it (sudo, doas …)
 # changes privileges or administers the host.
 privileged(cmd) if program_in(cmd.program, cfg.privileged_programs)

@@ -180,3 +180,42 @@ test_package_commands_that_stay_local if {
 		t.decision_of(inp) == "allow_with_checkpoint"
 	}
 }
+
+# --- avfs.approval.dynamic_command ------------------------------------------
+
+test_dynamic_programs if {
+	every argv in [["$x", "http://example.com"], ["$(printf curl)", "x"], ["`echo sudo`", "ls"], ["\"$HOME/../usr/bin/curl\"", "x"], ["${CC:-gcc}", "-o", "x", "x.c"]] {
+		inp := t.sh_c("…", t.in_script([object.union(t.cmd(argv), {"program": argv[0], "dynamic": true})]), {})
+		t.decision_of(inp) == "require_approval"
+		"avfs.approval.dynamic_command" in t.ids(inp)
+	}
+}
+
+test_literal_programs if {
+	# Dynamic arguments are judged as paths; the program is known.
+	inp := t.sh_c("ls $(pwd)", t.in_script([object.union(t.cmd(["ls", "$(pwd)"]), {"dynamic": true}), t.with_fields(["pwd"], {"origin": "substitution"})]), {})
+	not "avfs.approval.dynamic_command" in t.ids(inp)
+	not "avfs.approval.dynamic_command" in t.ids(t.argv_input(["make", "$x"]))
+}
+
+test_dynamic_code if {
+	every argv in [["sh", "-c", "$x"], ["bash", "-ec", "`cat cmd`"], ["eval", "echo $x"], ["source", "$f"], [".", "$HOME/.profile"]] {
+		inp := t.sh_c("…", t.in_script([object.union(t.cmd(argv), {"dynamic": true})]), {})
+		t.decision_of(inp) == "require_approval"
+		"avfs.approval.dynamic_command" in t.ids(inp)
+	}
+}
+
+test_literal_code if {
+	every argv in [["sh", "run.sh", "$x"], ["eval", "echo hi"], ["python3", "-c", "$x"]] {
+		inp := t.sh_c("…", t.in_script([object.union(t.cmd(argv), {"dynamic": true})]), {})
+		not "avfs.approval.dynamic_command" in t.ids(inp)
+	}
+
+	# Literal words that hold a $ (sh -c 'echo $HOME', eval 'echo $x') are
+	# parsed scripts, not dynamic ones.
+	every argv in [["sh", "-c", "echo $HOME"], ["eval", "echo $x"], ["$literal"]] {
+		inp := t.sh_c("…", t.in_script([object.union(t.cmd(argv), {"dynamic": false})]), {})
+		not "avfs.approval.dynamic_command" in t.ids(inp)
+	}
+}
