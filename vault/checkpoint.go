@@ -251,6 +251,55 @@ func (v *Vault) DeleteCheckpoint(ctx context.Context, ref string) (Checkpoint, e
 	return cp, err
 }
 
+// PruneCheckpoints deletes, in one transaction, the checkpoints beyond the
+// newest keep (keep < 0: no such limit) that were also made before before
+// (zero: at any time), oldest first, and returns them. At least one of the
+// two limits must be given.
+func (v *Vault) PruneCheckpoints(ctx context.Context, keep int, before time.Time) ([]Checkpoint, error) {
+	if keep < 0 && before.IsZero() {
+		return nil, wire.Errorf(wire.CodeInvalidInput, "prune checkpoints: give the number to keep or an age")
+	}
+	deleted := []Checkpoint{}
+	err := v.update(ctx, "prune checkpoints", func(t *txn) error {
+		rows, err := t.tx.QueryContext(ctx, "SELECT "+checkpointCols+" FROM checkpoints ORDER BY id DESC")
+		if err != nil {
+			return err
+		}
+		var all []Checkpoint
+		for rows.Next() {
+			cp, err := scanCheckpoint(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			all = append(all, cp)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i := len(all) - 1; i >= 0; i-- {
+			cp := all[i]
+			if (keep >= 0 && i < keep) || (!before.IsZero() && !cp.CreatedAt.Before(before)) {
+				continue
+			}
+			if _, err := t.tx.ExecContext(ctx, "DELETE FROM checkpoints WHERE id = ?", cp.ID); err != nil {
+				return err
+			}
+			if err := dropUnpinnedRows(ctx, t.tx, cp.Generation); err != nil {
+				return err
+			}
+			t.audit("checkpoint.delete", "/", map[string]any{"id": cp.ID, "name": cp.Name, "pruned": true})
+			deleted = append(deleted, cp)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return deleted, nil
+}
+
 // dropUnpinnedRows deletes closed rows visible at gen g (or at any gen when
 // g is 0) that no checkpoint, fork or mark needs any more.
 func dropUnpinnedRows(ctx context.Context, q querier, g int64) error {

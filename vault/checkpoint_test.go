@@ -2,8 +2,12 @@ package vault
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"avfs/wire"
 )
 
 func TestCheckpointRestoreAndDiff(t *testing.T) {
@@ -138,4 +142,58 @@ func TestCheckpointNames(t *testing.T) {
 	if len(cps) != 9 {
 		t.Fatalf("%d checkpoints", len(cps))
 	}
+}
+
+func TestPruneCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	_, v := newVault(t)
+	var cps []Checkpoint
+	for i := range 5 {
+		write(t, v, "/f", strings.Repeat("x", i+1))
+		cp, err := v.SaveCheckpoint(ctx, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cps = append(cps, cp)
+	}
+	names := func() (ids []int64) {
+		list, err := v.Checkpoints(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cp := range list {
+			ids = append(ids, cp.ID)
+		}
+		return ids
+	}
+	if _, err := v.PruneCheckpoints(ctx, -1, time.Time{}); !wire.HasCode(err, wire.CodeInvalidInput) {
+		t.Fatalf("no limit: %v", err)
+	}
+	// Made before a moment still in the future: all are older, but the
+	// newest 3 are kept.
+	gone, err := v.PruneCheckpoints(ctx, 3, time.Now().Add(time.Hour))
+	if err != nil || len(gone) != 2 || gone[0].ID != cps[0].ID || gone[1].ID != cps[1].ID {
+		t.Fatalf("keep 3: %+v %v", gone, err)
+	}
+	// None is older than an hour.
+	if gone, err = v.PruneCheckpoints(ctx, -1, time.Now().Add(-time.Hour)); err != nil || len(gone) != 0 {
+		t.Fatalf("older than an hour: %+v %v", gone, err)
+	}
+	if ids := names(); len(ids) != 3 || ids[0] != cps[2].ID {
+		t.Fatalf("left: %v", ids)
+	}
+	// What is left restores, byte for byte; the pruned ones are gone.
+	if _, err := v.RestoreCheckpoint(ctx, strconv.FormatInt(cps[2].ID, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, v, "/f"); got != "xxx" {
+		t.Fatalf("restored %q", got)
+	}
+	if _, err := v.RestoreCheckpoint(ctx, strconv.FormatInt(cps[1].ID, 10)); !wire.HasCode(err, wire.CodeCheckpointNotFound) {
+		t.Fatalf("pruned checkpoint: %v", err)
+	}
+	if gone, err = v.PruneCheckpoints(ctx, 0, time.Time{}); err != nil || len(gone) != 3 || len(names()) != 0 {
+		t.Fatalf("keep 0: %+v %v", gone, err)
+	}
+	mustCheck(t, v)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -110,11 +111,48 @@ func checkpointCommand(e *env) *cli.Command {
 				},
 			},
 			{
-				Name:      "delete",
-				Aliases:   []string{"rm"},
-				Usage:     "delete a checkpoint",
-				UsageText: "avfs checkpoint delete ID|NAME\n\nexample: avfs checkpoint delete 3",
+				Name:    "delete",
+				Aliases: []string{"rm"},
+				Usage:   "delete a checkpoint, or the old ones",
+				UsageText: "avfs checkpoint delete ID|NAME\n" +
+					"avfs checkpoint delete [--keep N] [--older-than DURATION]\n\n" +
+					"With --keep, every checkpoint but the newest N goes; with --older-than, those made\n" +
+					"longer ago; with both, those beyond the newest N that are also older. The data\n" +
+					"only they kept goes at the next avfs gc.\n\n" +
+					"example: avfs checkpoint delete --keep 20 --older-than 72h && avfs gc",
+				Flags: []cli.Flag{
+					&cli.IntFlag{Name: "keep", Value: -1, DefaultText: "no limit", Usage: "keep the newest `N` checkpoints"},
+					&cli.DurationFlag{Name: "older-than", Usage: "delete checkpoints made more than `DURATION` ago (24h, 90m)"},
+				},
 				Action: func(c *cli.Context) error {
+					keep, age := c.Int("keep"), c.Duration("older-than")
+					if c.IsSet("keep") || c.IsSet("older-than") {
+						if c.NArg() > 0 {
+							return usageError("checkpoint delete: give ID|NAME, or --keep/--older-than, not both")
+						}
+						if c.IsSet("keep") && keep < 0 || c.IsSet("older-than") && age <= 0 {
+							return usageError("checkpoint delete: --keep needs a number of at least 0, --older-than a positive duration")
+						}
+						var before time.Time
+						if age > 0 {
+							before = time.Now().Add(-age)
+						}
+						return e.withVault(c, func(v *vault.Vault) error {
+							cps, err := v.PruneCheckpoints(c.Context, keep, before)
+							if err != nil {
+								return err
+							}
+							return e.emit(map[string]any{"deleted": cps}, func(w io.Writer) error {
+								for _, cp := range cps {
+									if _, err := fmt.Fprintf(w, "deleted checkpoint %s\n", cpLabel(cp)); err != nil {
+										return err
+									}
+								}
+								_, err := fmt.Fprintf(w, "%d checkpoint(s) deleted\n", len(cps))
+								return err
+							})
+						})
+					}
 					a, err := args(c, 1, 1, "ID|NAME")
 					if err != nil {
 						return err

@@ -740,6 +740,28 @@ func TestCheckpoints(t *testing.T) {
 	a.fail(2, "usage", "checkpoint", "diff")
 	a.into(&list, "checkpoint", "list")
 	equal(t, "checkpoints after delete", len(list.Checkpoints), 1)
+
+	// Old checkpoints go in bulk: all but the newest N, or those older
+	// than an age; the newest stays restorable.
+	for i := range 3 {
+		a.write(fmt.Sprint(i), "/mod.txt")
+		a.ok("checkpoint", "save", fmt.Sprintf("bulk%d", i))
+	}
+	doc = a.ok("checkpoint", "delete", "--keep", "2")
+	if d, _ := doc["deleted"].([]any); len(d) != 2 {
+		t.Fatalf("delete --keep 2: %v", doc)
+	}
+	a.into(&list, "checkpoint", "list")
+	equal(t, "checkpoints after --keep 2", len(list.Checkpoints), 2)
+	equal(t, "newest kept", list.Checkpoints[1].Name, "bulk2")
+	doc = a.ok("checkpoint", "delete", "--older-than", "1h")
+	if d, _ := doc["deleted"].([]any); len(d) != 0 {
+		t.Fatalf("delete --older-than 1h: %v", doc)
+	}
+	a.fail(2, "usage", "checkpoint", "delete", "--keep", "1", "bulk2")
+	a.fail(2, "usage", "checkpoint", "delete", "--keep", "-3")
+	a.ok("checkpoint", "restore", "bulk2")
+	equal(t, "restored bulk2", a.cat("/mod.txt"), "2")
 	a.ok("vault", "check")
 }
 
