@@ -91,7 +91,15 @@ type Request struct {
 	BusyWait time.Duration
 	Explain  string // policy trace mode
 	Readonly bool   // mount read-only: the command can change nothing
+	// MaxChanges is the number of changes listed in the envelope (the
+	// first by path); 0 means DefaultMaxChanges, a negative number all.
+	MaxChanges int
 }
+
+// DefaultMaxChanges is how many changes an envelope lists unless asked
+// otherwise: enough for a build, while npm install (tens of thousands of
+// files) does not make a document of megabytes.
+const DefaultMaxChanges = 1000
 
 // envAllow are the host variables a command sees; nothing else passes
 // unless asked for with --env or proxy.env.
@@ -371,6 +379,14 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 		}
 	}
 	env.Changes = wireChanges(changes)
+	env.ChangesTotal = len(env.Changes)
+	limit := req.MaxChanges
+	if limit == 0 {
+		limit = DefaultMaxChanges
+	}
+	if limit > 0 && len(env.Changes) > limit {
+		env.Changes, env.ChangesTruncated = env.Changes[:limit], true
+	}
 	env.Timing.SummaryMS = ms(time.Since(t))
 	status := exitStatus(pr)
 	if req.RollbackOnFailure && cp != nil && (pr.TimedOut || status != 0) {

@@ -14,21 +14,26 @@ const EnvelopeKind = "proxy_exec_result"
 // Envelope is the one JSON document `avfs proxy exec --json` prints. It is
 // documented in docs/envelope.md.
 type Envelope struct {
-	SchemaVersion int             `json:"schema_version"`
-	Kind          string          `json:"kind"`
-	ID            string          `json:"id"` // the execution id
-	Vault         string          `json:"vault"`
-	Decision      Decision        `json:"decision"`
-	Policy        PolicyReport    `json:"policy"`
-	Command       CommandReport   `json:"command"`
-	Checkpoint    *CheckpointRef  `json:"checkpoint"` // taken before the run, or null
-	Approval      *ApprovalRef    `json:"approval"`   // the approval asked for or used, or null
-	Mount         *MountReport    `json:"mount"`      // how the vault was presented, or null when not run
-	Process       *ProcessReport  `json:"process"`    // null when the command did not run
-	Changes       []Change        `json:"changes"`
-	Rollback      *RollbackReport `json:"rollback"` // set when --rollback-on-failure restored the checkpoint
-	Timing        Timing          `json:"timing"`
-	Error         *ErrorBody      `json:"error"`
+	SchemaVersion int            `json:"schema_version"`
+	Kind          string         `json:"kind"`
+	ID            string         `json:"id"` // the execution id
+	Vault         string         `json:"vault"`
+	Decision      Decision       `json:"decision"`
+	Policy        PolicyReport   `json:"policy"`
+	Command       CommandReport  `json:"command"`
+	Checkpoint    *CheckpointRef `json:"checkpoint"` // taken before the run, or null
+	Approval      *ApprovalRef   `json:"approval"`   // the approval asked for or used, or null
+	Mount         *MountReport   `json:"mount"`      // how the vault was presented, or null when not run
+	Process       *ProcessReport `json:"process"`    // null when the command did not run
+	Changes       []Change       `json:"changes"`
+	// ChangesTotal is the number of changes; Changes lists the first ones
+	// by path, at most --max-changes, and ChangesTruncated says some were
+	// left out.
+	ChangesTotal     int             `json:"changes_total"`
+	ChangesTruncated bool            `json:"changes_truncated"`
+	Rollback         *RollbackReport `json:"rollback"` // set when --rollback-on-failure restored the checkpoint
+	Timing           Timing          `json:"timing"`
+	Error            *ErrorBody      `json:"error"`
 }
 
 // PolicyReport is the policy part of an envelope.

@@ -33,7 +33,8 @@ func goldenEnvelopes() map[string]Envelope {
 			StdoutBytes: 0, StderrBytes: 0},
 		Changes: []Change{{Path: "/a.txt", Op: "added", Kind: "file", SizeAfter: i64(6), ModeAfter: "0644"},
 			{Path: "/old.txt", Op: "deleted", Kind: "file", SizeBefore: i64(3), ModeBefore: "0600"}},
-		Timing: Timing{PolicyMS: 1.5, CheckpointMS: 0.4, MountMS: 30.2, RunMS: 12.1, SummaryMS: 0.3, TotalMS: 45},
+		ChangesTotal: 2,
+		Timing:       Timing{PolicyMS: 1.5, CheckpointMS: 0.4, MountMS: 30.2, RunMS: 12.1, SummaryMS: 0.3, TotalMS: 45},
 	}
 	denied := Envelope{
 		SchemaVersion: EnvelopeSchemaVersion, Kind: EnvelopeKind, ID: "ex-20261129T120411-aaaaaaaaaaaa", Vault: "default",
@@ -55,7 +56,8 @@ func goldenEnvelopes() map[string]Envelope {
 	timedOut.Process = &ProcessReport{ExitCode: 143, Signal: "SIGTERM", TimedOut: true, DurationMS: 2000,
 		Stdout: "y\ny\n\n[avfs: 1000 bytes omitted]\ny\n", StdoutEncoding: "utf-8", Stderr: "AAEC", StderrEncoding: "base64",
 		StdoutBytes: 1010, StderrBytes: 3, StdoutTruncated: true, KilledDescendants: 1}
-	timedOut.Changes = []Change{}
+	timedOut.Changes = []Change{{Path: "/a.txt", Op: "added", Kind: "file", SizeAfter: i64(6), ModeAfter: "0644"}}
+	timedOut.ChangesTotal, timedOut.ChangesTruncated = 5000, true
 	timedOut.Rollback = &RollbackReport{Restored: true, Checkpoint: *ran.Checkpoint, Reason: "timed_out"}
 	failed := denied
 	failed.ID, failed.Decision = "ex-20261129T120414-dddddddddddd", AllowWithCheckpoint

@@ -48,6 +48,7 @@ func proxyExecCommand(e *env) *cli.Command {
 		&cli.DurationFlag{Name: "timeout", Value: runner.DefaultTimeout, Usage: "end the command after `DURATION` (0: never)"},
 		&cli.DurationFlag{Name: "kill-grace", Value: runner.DefaultKillGrace, Usage: "time between SIGTERM and SIGKILL"},
 		&cli.StringFlag{Name: "max-output", Value: "1MiB", Usage: "bytes of stdout and of stderr kept (head and tail), e.g. 64KiB"},
+		&cli.IntFlag{Name: "max-changes", Value: runner.DefaultMaxChanges, Usage: "list at most `N` changes in the envelope, the first by path (0: all); changes_total counts them all"},
 		&cli.BoolFlag{Name: "stream", Usage: "also copy the output live (to stderr with --json)"},
 		&cli.BoolFlag{Name: "stdin", Usage: "pass avfs's stdin to the command (default /dev/null)"},
 		&cli.StringSliceFlag{Name: "env", Usage: "pass `KEY` from avfs's environment, or set KEY=VALUE (repeatable)"},
@@ -83,9 +84,16 @@ func proxyExecCommand(e *env) *cli.Command {
 			if err != nil {
 				return err // a usage error, like a bad --timeout
 			}
+			maxChanges := c.Int("max-changes")
+			switch {
+			case maxChanges < 0:
+				return usageError("proxy exec: --max-changes must be 0 (all) or more")
+			case maxChanges == 0:
+				maxChanges = -1
+			}
 			req := runner.Request{
 				Vault: e.vaultName(), Argv: argv, Shell: shell, Cwd: c.String("cwd"),
-				Timeout: c.Duration("timeout"), KillGrace: c.Duration("kill-grace"), MaxOutput: maxOut,
+				Timeout: c.Duration("timeout"), KillGrace: c.Duration("kill-grace"), MaxOutput: maxOut, MaxChanges: maxChanges,
 				Env: c.StringSlice("env"), Mountpoint: c.String("mountpoint"), MountMode: c.String("mount-mode"),
 				ApprovalID: c.String("approval"), ApprovalTTL: c.Duration("ttl"),
 				RollbackOnFailure: c.Bool("rollback-on-failure"), BusyWait: c.Duration("wait"), Explain: c.String("explain"), Readonly: c.Bool("readonly"),
@@ -183,7 +191,11 @@ func printEnvelope(e *env, env *wire.Envelope, streamed bool) {
 		if p.TimedOut {
 			s += " (timed out)"
 		}
-		parts = append(parts, s, fmt.Sprintf("%d change(s)", len(env.Changes)))
+		changes := fmt.Sprintf("%d change(s)", env.ChangesTotal)
+		if env.ChangesTruncated {
+			changes += fmt.Sprintf(" (%d listed with --json)", len(env.Changes))
+		}
+		parts = append(parts, s, changes)
 	}
 	if env.Rollback != nil {
 		parts = append(parts, "rolled back")

@@ -390,6 +390,12 @@ func checkEnvelope(t *testing.T, r proxyRun) {
 	if env.Decision == wire.Deny && (env.Process != nil || env.Mount != nil || env.Checkpoint != nil || env.Approval != nil || len(env.Changes) > 0) {
 		fail("a denied command ran")
 	}
+	if env.ChangesTruncated != (env.ChangesTotal > len(env.Changes)) || env.ChangesTotal < len(env.Changes) {
+		fail("changes_total %d, changes_truncated %v, %d listed", env.ChangesTotal, env.ChangesTruncated, len(env.Changes))
+	}
+	if !slices.IsSortedFunc(env.Changes, func(a, b wire.Change) int { return strings.Compare(a.Path, b.Path) }) {
+		fail("changes not sorted by path")
+	}
 }
 
 // want checks the decision and the exit status.
@@ -831,6 +837,18 @@ func TestProxyChangeSummary(t *testing.T) {
 			"modified file /h2 4>8 0644>0644",
 		})
 		equal(t, "h3", a.cat("/keep/h3"), "one\ntwo\n")
+
+		// Long change lists are cut at --max-changes (the first by path),
+		// and counted in full.
+		r = a.proxy([]string{"--mount-mode", mode, "--max-changes", "5"}, "sh", "-c", "mkdir many && cd many && touch f0 f1 f2 f3 f4 f5 f6 f7 f8 f9")
+		r.ok(t, wire.AllowWithCheckpoint)
+		if len(r.env.Changes) != 5 || r.env.ChangesTotal != 11 || !r.env.ChangesTruncated || r.env.Changes[0].Path != "/many" || r.env.Changes[4].Path != "/many/f3" {
+			t.Fatalf("--max-changes 5: %s", r.raw)
+		}
+		r = a.proxy([]string{"--mount-mode", mode, "--max-changes", "0"}, "rm", "-r", "many")
+		if len(r.env.Changes) != 11 || r.env.ChangesTotal != 11 || r.env.ChangesTruncated {
+			t.Fatalf("--max-changes 0: %s", r.raw)
+		}
 		for _, p := range []string{"/h2", "/keep/h3"} {
 			if e := a.ok("stat", p); e["nlink"] != float64(2) {
 				t.Errorf("%s after the run: %v", p, e)

@@ -139,9 +139,11 @@ def show_run(env):
         log("program not found: %s" % env["command"]["argv"][:1])
     elif p["signal"]:
         log("killed by %s" % p["signal"])
-    log("exit %d, %d change(s)" % (p["exit_code"], len(env["changes"])))
+    log("exit %d, %d change(s)" % (p["exit_code"], env.get("changes_total", len(env["changes"]))))
     for c in env["changes"]:
         log("  " + describe_change(c))
+    if env.get("changes_truncated"):
+        log("  … and %d more (see avfs checkpoint diff)" % (env["changes_total"] - len(env["changes"])))
 
 
 def handle(opts, argv, env, status):
