@@ -53,18 +53,13 @@ func approverPublicKey(cfg config) (ed25519.PublicKey, error) {
 	if path == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(path)
+	k, err := readKey(path, "the approvers' public key", x509.ParsePKIXPublicKey)
 	if err != nil {
-		return nil, wire.Errorf(wire.CodeApproverKey, "the approvers' public key is configured (%s) but cannot be read: %v", path, err).With("path", path)
+		return nil, err
 	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		return nil, wire.Errorf(wire.CodeApproverKey, "the approvers' public key %s is not PEM", path).With("path", path)
-	}
-	k, err := x509.ParsePKIXPublicKey(blk.Bytes)
 	pub, ok := k.(ed25519.PublicKey)
-	if err != nil || !ok {
-		return nil, wire.Errorf(wire.CodeApproverKey, "the approvers' public key %s is not an Ed25519 public key (make one with avfs approval keygen)", path).With("path", path)
+	if !ok {
+		return nil, keyError(path, "the approvers' public key", "not an Ed25519 public key")
 	}
 	return pub, nil
 }
@@ -79,20 +74,36 @@ func signingKey(c *cli.Context) (ed25519.PrivateKey, error) {
 	if path == "" {
 		return nil, nil
 	}
+	k, err := readKey(path, "the signing key", x509.ParsePKCS8PrivateKey)
+	if err != nil {
+		return nil, err
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, keyError(path, "the signing key", "not an Ed25519 private key")
+	}
+	return priv, nil
+}
+
+// readKey reads the PEM file at path and parses its first block.
+func readKey(path, what string, parse func([]byte) (any, error)) (any, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, wire.Errorf(wire.CodeApproverKey, "read the signing key: %v", err).With("path", path)
+		return nil, wire.Errorf(wire.CodeApproverKey, "read %s: %v", what, err).With("path", path)
 	}
 	blk, _ := pem.Decode(b)
 	if blk == nil {
-		return nil, wire.Errorf(wire.CodeApproverKey, "the signing key %s is not PEM", path).With("path", path)
+		return nil, keyError(path, what, "not PEM")
 	}
-	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
-	priv, ok := k.(ed25519.PrivateKey)
-	if err != nil || !ok {
-		return nil, wire.Errorf(wire.CodeApproverKey, "the signing key %s is not an Ed25519 private key in PKCS #8 (make one with avfs approval keygen)", path).With("path", path)
+	k, err := parse(blk.Bytes)
+	if err != nil {
+		return nil, keyError(path, what, err.Error())
 	}
-	return priv, nil
+	return k, nil
+}
+
+func keyError(path, what, problem string) error {
+	return wire.Errorf(wire.CodeApproverKey, "%s %s: %s (make a key pair with avfs approval keygen)", what, path, problem).With("path", path)
 }
 
 // keygenResult is the JSON document of `avfs approval keygen`.
