@@ -518,19 +518,38 @@ func envNames(env []string) []string {
 	return names
 }
 
+// encode gives a captured stream as JSON text when it is UTF-8 that reads
+// as text, else as base64.
 func encode(o Output) (text, encoding string, omittedAt int64) {
 	if !o.Truncated {
 		b := o.Bytes()
-		if utf8.Valid(b) {
+		if textual(b) {
 			return string(b), "utf-8", 0
 		}
 		return base64.StdEncoding.EncodeToString(b), "base64", 0
 	}
-	if utf8.Valid(o.Head) && utf8.Valid(o.Tail) {
+	if textual(o.Head) && textual(o.Tail) {
 		marker := fmt.Sprintf("\n[avfs: %d bytes omitted]\n", o.Total-int64(len(o.Head))-int64(len(o.Tail)))
 		return string(o.Head) + marker + string(o.Tail), "utf-8", 0
 	}
 	return base64.StdEncoding.EncodeToString(o.Bytes()), "base64", int64(len(o.Head))
+}
+
+// textual reports whether b is UTF-8 and not mostly control characters:
+// each of those takes six bytes in JSON (\u0000), so a megabyte of NULs
+// would make six of text where base64 makes 1.3. Newlines, tabs, carriage
+// returns and the escapes of terminal colours count as text.
+func textual(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	n := 0
+	for _, c := range b {
+		if c < 0x20 && c != '\n' && c != '\t' && c != '\r' && c != 0x1b {
+			n++
+		}
+	}
+	return n*4 <= len(b)
 }
 
 func processReport(pr ProcResult) *wire.ProcessReport {
