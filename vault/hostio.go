@@ -23,8 +23,8 @@ type TransferResult struct {
 }
 
 // Import copies the host file or tree at hostPath to vaultPath in one
-// transaction, keeping modes, symlinks (as links, never followed) and
-// mtimes. Existing vault files are replaced; directories are merged.
+// transaction, keeping modes, symlinks (as links, never followed), mtimes
+// and hard links (among the names imported). Existing vault files are replaced; directories are merged.
 // Special files (devices, sockets, fifos) are skipped.
 func (v *Vault) Import(ctx context.Context, hostPath, vaultPath string) (TransferResult, error) {
 	var res TransferResult
@@ -40,6 +40,7 @@ func (v *Vault) Import(ctx context.Context, hostPath, vaultPath string) (Transfe
 		return res, wire.Errorf(wire.CodeHostIO, "import %s: %w", hostPath, err).With("host_path", hostPath)
 	}
 	err = v.update(ctx, "import "+hostPath, func(t *txn) error {
+		linked := map[devIno]int64{} // host files with several names -> the vault inode made for the first
 		err := filepath.WalkDir(root, func(hp string, d fs.DirEntry, werr error) error {
 			if werr != nil {
 				return wire.Errorf(wire.CodeHostIO, "read %s: %w", hp, werr)
@@ -72,6 +73,16 @@ func (v *Vault) Import(ctx context.Context, hostPath, vaultPath string) (Transfe
 				}
 				res.Symlinks++
 			case fi.Mode().IsRegular():
+				st, _ := fi.Sys().(*syscall.Stat_t)
+				var key devIno
+				if st != nil && st.Nlink > 1 {
+					key = devIno{uint64(st.Dev), st.Ino}
+					if target, seen := linked[key]; seen {
+						// Another name of a file imported already: a hard link.
+						res.Files++
+						return v.linkAt(t, vp, target)
+					}
+				}
 				if in, err = v.replaceNode(t, vp, KindFile, mode, ""); err != nil {
 					return err
 				}
@@ -83,6 +94,9 @@ func (v *Vault) Import(ctx context.Context, hostPath, vaultPath string) (Transfe
 				f.Close()
 				if err != nil {
 					return err
+				}
+				if key != (devIno{}) {
+					linked[key] = in.ino
 				}
 				res.Files++
 				res.Bytes += in.size
@@ -105,6 +119,33 @@ func (v *Vault) Import(ctx context.Context, hostPath, vaultPath string) (Transfe
 		return nil
 	})
 	return res, err
+}
+
+// linkAt makes vault path p another name of inode ino, replacing a
+// non-directory entry there.
+func (v *Vault) linkAt(t *txn, p string, ino int64) error {
+	dirIno, name, err := v.resolveParent(t.ctx, t.tx, p)
+	if err != nil {
+		return err
+	}
+	dir, err := t.dirInode(dirIno)
+	if err != nil {
+		return err
+	}
+	if old, _, ok, err := lookupDentry(t.ctx, t.tx, dir.ino, name); err != nil {
+		return err
+	} else if ok && old == ino {
+		return nil
+	} else if ok {
+		if _, err := t.unlinkEntry(dir, name, KindFile); err != nil {
+			return err
+		}
+	}
+	in, err := getInode(t.ctx, t.tx, ino)
+	if err != nil {
+		return err
+	}
+	return t.link(in, dir, name)
 }
 
 // replaceNode returns a fresh inode of kind at p: an existing file of the

@@ -27,10 +27,21 @@ func TestImportExportKeepsModesLinksAndTimes(t *testing.T) {
 	must(os.Symlink("bin/run.sh", filepath.Join(src, "link")))
 	must(os.Symlink("/etc/passwd", filepath.Join(src, "outside"))) // stored as a link, never followed
 	must(os.Chtimes(filepath.Join(src, "data.bin"), mt, mt))
+	must(os.Link(filepath.Join(src, "bin", "run.sh"), filepath.Join(src, "run-again.sh")))
 	res, err := v.Import(ctx, src, "/proj")
 	must(err)
-	if res.Files != 2 || res.Symlinks != 2 || res.Dirs != 2 {
+	if res.Files != 3 || res.Symlinks != 2 || res.Dirs != 2 {
 		t.Fatalf("import counts %+v", res)
+	}
+	// Hard links stay hard links, in and out; importing again changes nothing.
+	for range 2 {
+		a, _ := v.Stat(ctx, "/proj/bin/run.sh")
+		b, _ := v.Stat(ctx, "/proj/run-again.sh")
+		if a.Ino != b.Ino || a.Nlink != 2 {
+			t.Fatalf("hard link imported as %+v and %+v", a, b)
+		}
+		_, err = v.Import(ctx, src, "/proj")
+		must(err)
 	}
 	if e, _ := v.Stat(ctx, "/proj/bin/run.sh"); e.Mode != 0o755 {
 		t.Fatalf("exec bit lost: %o", e.Mode)
@@ -56,6 +67,11 @@ func TestImportExportKeepsModesLinksAndTimes(t *testing.T) {
 		if fa.Mode() != fb.Mode() || !fa.ModTime().Equal(fb.ModTime()) {
 			t.Fatalf("%s: mode/mtime %v %v / %v %v", rel, fa.Mode(), fa.ModTime(), fb.Mode(), fb.ModTime())
 		}
+	}
+	fa, _ := os.Stat(filepath.Join(dst, "bin", "run.sh"))
+	fb, _ := os.Stat(filepath.Join(dst, "run-again.sh"))
+	if !os.SameFile(fa, fb) {
+		t.Fatal("export made two files of one inode")
 	}
 	if target, _ := os.Readlink(filepath.Join(dst, "link")); target != "bin/run.sh" {
 		t.Fatalf("link target %q", target)
