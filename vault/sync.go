@@ -165,7 +165,7 @@ func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Tim
 			if in, err = getInode(t.ctx, t.tx, ino); err != nil {
 				return err
 			}
-			if in.kind == KindFile && in.nlink > 1 && hostNlink == 1 {
+			if kind == KindFile && in.kind == KindFile && in.nlink > 1 && hostNlink == 1 {
 				// The host broke the link (the file was replaced, say by
 				// sed -i): this name gets an inode of its own.
 				if _, err := t.unlinkEntry(dir, name, KindFile); err != nil {

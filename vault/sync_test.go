@@ -154,6 +154,27 @@ func TestSyncKeepsHardLinks(t *testing.T) {
 		t.Fatalf("after replace: inodes %v links %v", inos, nl)
 	}
 
+	// A linked name replaced by a directory or a symlink.
+	sync("kind", func() {
+		os.Link(host("/c"), host("/e"))
+		os.Link(host("/c"), host("/s"))
+	})
+	sync("replace kinds", func() {
+		os.Remove(host("/e"))
+		os.Mkdir(host("/e"), 0o755)
+		os.Remove(host("/s"))
+		os.Symlink("c", host("/s"))
+	})
+	if e, err := v.Stat(ctx, "/e"); err != nil || e.Kind != KindDir {
+		t.Fatalf("/e: %+v %v", e, err)
+	}
+	if e, err := v.Stat(ctx, "/s"); err != nil || e.Kind != KindSymlink || e.Target != "c" {
+		t.Fatalf("/s: %+v %v", e, err)
+	}
+	if _, nl := names("/a", "/c"); nl[0] != 2 || nl[1] != 2 {
+		t.Fatalf("after replace kinds: links %v", nl)
+	}
+
 	// Removing one name keeps the other, and reports only the one removed.
 	ch = sync("remove", func() { os.Remove(host("/a")) })
 	if read(t, v, "/c") != "data\nmore\n" {
