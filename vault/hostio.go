@@ -24,7 +24,8 @@ type TransferResult struct {
 
 // Import copies the host file or tree at hostPath to vaultPath in one
 // transaction, keeping modes, symlinks (as links, never followed), mtimes
-// and hard links (among the names imported). Existing vault files are replaced; directories are merged.
+// and hard links (among the names imported). Existing vault files are
+// replaced; directories are merged.
 // Special files (devices, sockets, fifos) are skipped.
 func (v *Vault) Import(ctx context.Context, hostPath, vaultPath string) (TransferResult, error) {
 	var res TransferResult
@@ -182,7 +183,8 @@ func (v *Vault) replaceNode(t *txn, p string, kind Kind, mode uint32, target str
 }
 
 // Export copies the vault file or tree at vaultPath to hostPath, keeping
-// modes, symlinks, mtimes and hard links (among the names exported). An existing hostPath is refused
+// modes, symlinks, mtimes and hard links (among the names exported). An
+// existing hostPath is refused
 // (already_exists) unless force, which replaces files and merges directories.
 func (v *Vault) Export(ctx context.Context, vaultPath, hostPath string, force bool) (TransferResult, error) {
 	var res TransferResult
