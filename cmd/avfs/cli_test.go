@@ -795,6 +795,7 @@ func TestHistory(t *testing.T) {
 	a.into(&ver, "revert", "/f", "--to", "1")
 	equal(t, "after second revert", a.cat("/f"), "v1")
 	a.fail(1, "version_not_found", "revert", "/f", "--to", "42")
+	a.fail(2, "usage", "revert", "/f", "--to", "0")
 	a.into(&lg, "log", "/f")
 	equal(t, "versions after reverts", len(lg.Versions), 5)
 

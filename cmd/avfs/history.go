@@ -61,6 +61,9 @@ func historyCommands(e *env) []*cli.Command {
 				if err != nil {
 					return err
 				}
+				if c.IsSet("to") && c.Int64("to") < 1 {
+					return usageError("revert: --to takes a version number (1 or more; see avfs log PATH)")
+				}
 				return e.withVault(c, func(v *vault.Vault) error {
 					ver, err := v.Revert(c.Context, a[0], c.Int64("to"))
 					if err != nil {
