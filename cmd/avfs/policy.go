@@ -58,13 +58,17 @@ func (e *env) bundleOptions(c *cli.Context) (bundles.Options, error) {
 	if err != nil {
 		return bundles.Options{}, err
 	}
-	opts := bundles.Options{
+	return e.bundleOptionsOf(c, cfg), nil
+}
+
+// bundleOptionsOf is bundleOptions with the config file already read.
+func (e *env) bundleOptionsOf(c *cli.Context, cfg config) bundles.Options {
+	return bundles.Options{
 		IncludeDefault:  !(cfg.Policy.NoDefaultBundle || c.Bool("no-default-bundle")),
 		HomePolicyDir:   filepath.Join(e.home, "policy"),
 		Paths:           append(slices.Clone(cfg.Policy.Bundles), c.StringSlice("bundle")...),
 		VerificationKey: cmp.Or(c.String("verification-key"), cfg.Policy.VerificationKey),
 	}
-	return opts, nil
 }
 
 // loadPolicy loads the bundles and compiles the policy.
@@ -73,11 +77,16 @@ func (e *env) loadPolicy(c *cli.Context) (*engine.Policy, *bundles.Set, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	set, err := bundles.Load(c.Context, opts)
+	return compilePolicy(c.Context, opts)
+}
+
+// compilePolicy loads the bundles opts names and compiles them.
+func compilePolicy(ctx context.Context, opts bundles.Options) (*engine.Policy, *bundles.Set, error) {
+	set, err := bundles.Load(ctx, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := engine.NewPolicy(c.Context, set)
+	p, err := engine.NewPolicy(ctx, set)
 	if err != nil {
 		return nil, nil, err
 	}

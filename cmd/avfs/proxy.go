@@ -11,7 +11,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"avfs/bundles"
 	"avfs/engine"
 	"avfs/runner"
 	"avfs/wire"
@@ -145,16 +144,10 @@ func (e *env) proxyRunner(c *cli.Context) (*runner.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts, err := e.bundleOptions(c)
-	if err != nil {
-		return nil, err
-	}
+	opts := e.bundleOptionsOf(c, cfg)
 	load := func(ctx context.Context) (*engine.Policy, error) {
-		set, err := bundles.Load(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		return engine.NewPolicy(ctx, set)
+		p, _, err := compilePolicy(ctx, opts)
+		return p, err
 	}
 	exe, _ := os.Executable() // for the run's guard; without it, the next run cleans up
 	return &runner.Runner{Store: e.store(), LoadPolicy: load, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key, ApproverPublicKey: pub}, nil
