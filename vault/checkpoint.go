@@ -82,23 +82,30 @@ func scanCheckpoint(sc interface{ Scan(...any) error }) (Checkpoint, error) {
 
 // Checkpoints lists the checkpoints, oldest first.
 func (v *Vault) Checkpoints(ctx context.Context) ([]Checkpoint, error) {
-	out := []Checkpoint{}
-	err := v.view(ctx, "list checkpoints", func(q querier, _ state) error {
-		rows, err := q.QueryContext(ctx, "SELECT "+checkpointCols+" FROM checkpoints ORDER BY id")
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			cp, err := scanCheckpoint(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, cp)
-		}
-		return rows.Err()
+	var out []Checkpoint
+	err := v.view(ctx, "list checkpoints", func(q querier, _ state) (err error) {
+		out, err = listCheckpoints(ctx, q)
+		return err
 	})
 	return out, err
+}
+
+// listCheckpoints returns every checkpoint, oldest first.
+func listCheckpoints(ctx context.Context, q querier) ([]Checkpoint, error) {
+	rows, err := q.QueryContext(ctx, "SELECT "+checkpointCols+" FROM checkpoints ORDER BY id")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Checkpoint{}
+	for rows.Next() {
+		cp, err := scanCheckpoint(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cp)
+	}
+	return out, rows.Err()
 }
 
 // findCheckpoint looks a checkpoint up by id (a number) or name.
@@ -261,26 +268,13 @@ func (v *Vault) PruneCheckpoints(ctx context.Context, keep int, before time.Time
 	}
 	deleted := []Checkpoint{}
 	err := v.update(ctx, "prune checkpoints", func(t *txn) error {
-		rows, err := t.tx.QueryContext(ctx, "SELECT "+checkpointCols+" FROM checkpoints ORDER BY id DESC")
+		all, err := listCheckpoints(ctx, t.tx)
 		if err != nil {
 			return err
 		}
-		var all []Checkpoint
-		for rows.Next() {
-			cp, err := scanCheckpoint(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			all = append(all, cp)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for i := len(all) - 1; i >= 0; i-- {
-			cp := all[i]
-			if (keep >= 0 && i < keep) || (!before.IsZero() && !cp.CreatedAt.Before(before)) {
+		for i, cp := range all {
+			newer := len(all) - 1 - i // checkpoints made after this one
+			if (keep >= 0 && newer < keep) || (!before.IsZero() && !cp.CreatedAt.Before(before)) {
 				continue
 			}
 			if _, err := t.tx.ExecContext(ctx, "DELETE FROM checkpoints WHERE id = ?", cp.ID); err != nil {
