@@ -10,7 +10,8 @@
 //
 // The process that serves a mount must not touch it between fork and exec
 // of a child (see go-fuse's "Deadlocks"): avfs proxy exec, which serves the
-// run's mount itself, starts the command through /bin/sh, which changes into
-// the mount after the exec (runner.ProcSpec.DirServed). Every /dev/fuse
+// run's mount itself, forks the command from a thread already in the mount,
+// or through /bin/sh, which changes into the mount after the exec, when the
+// program is on the mount (runner.ProcSpec.DirServed). Every /dev/fuse
 // descriptor is close-on-exec, so no child holds the FUSE connection.
 package mount

@@ -1,14 +1,17 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -48,13 +51,16 @@ type ProcSpec struct {
 	// Dir is the working directory; empty means avfs's own.
 	Dir string
 	// DirServed says that Dir is on a FUSE mount this process serves. The
-	// command then changes into Dir itself (through /bin/sh, which then
-	// execs it) instead of avfs changing into it between fork and exec: the
-	// forking thread keeps its P until the exec, so a FUSE request from that
-	// window (the chdir, or the exec of a program on the mount) can deadlock
-	// against a stop-the-world (go-fuse's doc lists these deadlocks). The
-	// command gets the same environment, argv and exit statuses (the shell
-	// may reorder the environment; a script on the mount sees $0 as given).
+	// child must then make no FUSE request between fork and exec: the
+	// forking thread keeps its P until the exec, so such a request (a
+	// chdir, or the exec of a program on the mount) can deadlock against a
+	// stop-the-world (go-fuse's doc lists these deadlocks). A program off
+	// the mount is forked from a thread already in Dir (see startIn); one
+	// whose exec reads the mount (the program, or a #! interpreter, is on
+	// it) is started through /bin/sh, which changes into Dir and execs it.
+	// Either way the command gets the same environment, argv and exit
+	// statuses (through the shell the environment may be reordered; a
+	// script on the mount sees $0 as given).
 	DirServed bool
 	// Env is the complete environment (KEY=VALUE); nothing else is inherited.
 	Env []string
@@ -277,11 +283,17 @@ func (p *Proc) start(path string) error {
 		// controlling terminal to block on.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
+	start := cmd.Start
 	if p.spec.DirServed {
-		cmd.Path, cmd.Args, cmd.Dir = trampolineShell, trampoline(p.spec), ""
+		cmd.Dir = ""
+		if served(path, p.spec.Dir) {
+			cmd.Path, cmd.Args = trampolineShell, trampoline(p.spec)
+		} else {
+			start = func() error { return startIn(cmd, p.spec.Dir) }
+		}
 	}
 	p.started = time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := start(); err != nil {
 		restore()
 		closeAll(ours...)
 		var pe *fs.PathError
@@ -314,6 +326,81 @@ func (p *Proc) start(path string) error {
 	}
 	p.cmd, p.tr, p.restore = cmd, tr, restore
 	return nil
+}
+
+// startIn starts cmd with dir as its working directory without the child
+// touching dir between fork and exec: a thread of its own, with its own
+// working directory (unshare CLONE_FS), changes into dir like any other
+// goroutine would (FUSE requests are served meanwhile), and forks there.
+// The thread is never given back to the scheduler (it ends with the
+// goroutine) and leaves dir once the child is forked. A dir it cannot change into is a *fs.PathError "chdir", as
+// from exec.Cmd.
+func startIn(cmd *exec.Cmd, dir string) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // and never unlocked: the thread's cwd is dir
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			errc <- fmt.Errorf("unshare CLONE_FS: %w", err)
+			return
+		}
+		if err := unix.Chdir(dir); err != nil {
+			errc <- &fs.PathError{Op: "chdir", Path: dir, Err: err}
+			return
+		}
+		err := cmd.Start()
+		// The runtime ends a locked thread with its goroutine, except the
+		// main thread, which it parks for good: that one must not keep the
+		// mount busy.
+		unix.Chdir("/")
+		errc <- err
+	}()
+	return <-errc
+}
+
+// served is true when the exec of path would read a file on dir's file
+// system: path itself, or an interpreter its #! line names (for up to
+// four levels, as the kernel follows). Such a command must go through the
+// trampoline. An error counts as served: the shell then reports it.
+func served(path, dir string) bool {
+	var st unix.Stat_t
+	if unix.Stat(dir, &st) != nil {
+		return true
+	}
+	dev := st.Dev
+	for range 5 {
+		if !filepath.IsAbs(path) || unix.Stat(path, &st) != nil || st.Dev == dev {
+			return true
+		}
+		interp, ok := shebang(path)
+		if !ok {
+			return false
+		}
+		path = interp
+	}
+	return true
+}
+
+// shebang returns the interpreter named by the #! line of the file at path.
+func shebang(path string) (string, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	buf := make([]byte, 256)
+	n, _ := io.ReadFull(f, buf)
+	line, ok := bytes.CutPrefix(buf[:n], []byte("#!"))
+	if !ok {
+		return "", false
+	}
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	fields := strings.Fields(string(line))
+	if len(fields) == 0 {
+		return "", false
+	}
+	return fields[0], true
 }
 
 // trampolineShell changes into a served directory for the command; see
@@ -407,10 +494,11 @@ func (p *Proc) supervise() {
 		defer t.Stop()
 		deadline = t.C
 	}
+	// The first scan comes after pollInterval: a command that is over by
+	// then never pays for one (see terminate).
 	tick := time.NewTicker(pollInterval)
 	tr := p.tr
 	timedOut := false
-	tr.scan()
 wait:
 	for {
 		select {
@@ -429,12 +517,13 @@ wait:
 		}
 	}
 	tick.Stop()
+	over := false
 	select {
 	case <-exited: // it ended by itself after all
-		timedOut = false
+		timedOut, over = false, true
 	default:
 	}
-	killed, end, stuck := p.terminate()
+	killed, end, stuck := p.terminate(over)
 
 	var res ProcResult
 	var err error
@@ -496,9 +585,14 @@ wait:
 // to what is left after KillGrace, repeated until nothing is left or
 // killWait has passed. Processes found meanwhile get the same treatment.
 // It returns the descendants it signalled, the time the last process
-// ended, and the processes that would not die.
-func (p *Proc) terminate() (killed []int, end time.Time, stuck map[int]bool) {
+// ended, and the processes that would not die. exited says the command
+// itself has exited; when it was avfs's only child, nothing is left and no
+// scan is needed.
+func (p *Proc) terminate(exited bool) (killed []int, end time.Time, stuck map[int]bool) {
 	tr := p.tr
+	if exited && tr.onlyChild() {
+		return nil, time.Now(), nil
+	}
 	tr.scan()
 	tr.reap()
 	alive := tr.alive(true)

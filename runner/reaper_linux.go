@@ -66,6 +66,9 @@ func newTracker(exclude func(int) bool) (*tracker, error) {
 		return nil, err
 	}
 	t.selfSid = me.sid
+	if !hasChildren() {
+		return t, nil // no descendants: nothing is the caller's
+	}
 	t.readProcs()
 	for pid, p := range t.procs {
 		for q, n := p, 0; n < 1000 && q.ppid > 0 && q.pid != q.ppid; n++ {
@@ -322,6 +325,55 @@ func (t *tracker) reap() {
 		}
 		delete(t.ours, pid)
 	}
+}
+
+// hasChildren is true unless avfs has no child process at all.
+func hasChildren() bool {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return err != unix.ECHILD
+		}
+	}
+}
+
+// onlyChild is true when the command, exited, is avfs's only child: then
+// no process of the command is left, for the subreaper (avfs) inherited
+// the children of every process of the command that exited, so a live
+// one would have an ancestor among avfs's children. It reads the children
+// of avfs's threads; false when it cannot, or when a thread came or went
+// meanwhile (a thread's children move to another when it exits).
+func (t *tracker) onlyChild() bool {
+	tasks := func() []string {
+		d, err := os.Open("/proc/self/task")
+		if err != nil {
+			return nil
+		}
+		defer d.Close()
+		names, err := d.Readdirnames(-1)
+		if err != nil {
+			return nil
+		}
+		slices.Sort(names)
+		return names
+	}
+	before := tasks()
+	if before == nil {
+		return false
+	}
+	for _, tid := range before {
+		b, err := os.ReadFile("/proc/self/task/" + tid + "/children")
+		if err != nil {
+			return false
+		}
+		for _, f := range bytes.Fields(b) {
+			if pid, err := strconv.Atoi(string(f)); err != nil || pid != t.cmd {
+				return false
+			}
+		}
+	}
+	return slices.Equal(before, tasks())
 }
 
 // waitExited blocks until pid has exited, without reaping it: while it is a
