@@ -140,6 +140,10 @@ func kindMode(k vault.Kind) uint32 {
 		return syscall.S_IFDIR
 	case vault.KindSymlink:
 		return syscall.S_IFLNK
+	case vault.KindFifo:
+		return syscall.S_IFIFO
+	case vault.KindSocket:
+		return syscall.S_IFSOCK
 	}
 	return syscall.S_IFREG
 }
@@ -301,10 +305,18 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
-	if mode&syscall.S_IFMT != syscall.S_IFREG && mode&syscall.S_IFMT != 0 {
-		return nil, syscall.EPERM // devices, fifos and sockets have no place in a vault
+	var kind vault.Kind
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFREG, 0:
+		kind = vault.KindFile
+	case syscall.S_IFIFO:
+		kind = vault.KindFifo // the kernel carries the data: opens never reach us
+	case syscall.S_IFSOCK:
+		kind = vault.KindSocket // bind(2) of a Unix socket makes one
+	default:
+		return nil, syscall.EPERM // devices have no place in a vault
 	}
-	ch, _, en := n.create(ctx, name, vault.NodeSpec{Kind: vault.KindFile, Mode: mode & 0o7777}, out)
+	ch, _, en := n.create(ctx, name, vault.NodeSpec{Kind: kind, Mode: mode & 0o7777}, out)
 	return ch, en
 }
 

@@ -129,6 +129,13 @@ func (v *Vault) Check(ctx context.Context) (CheckReport, error) {
 				if in.size != int64(len(in.target)) {
 					add("size", "symlink size does not match its target", in.ino)
 				}
+			case KindFifo, KindSocket:
+				if in.size != 0 || len(in.chunks) != 0 || in.target != "" {
+					add("size", fmt.Sprintf("%s has content", in.kind), in.ino)
+				}
+			case KindDir:
+			default:
+				add("kind", fmt.Sprintf("unknown inode kind %d", in.kind), in.ino)
 			}
 			var names int64
 			if err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM dentries WHERE ino = ? AND gen_to = ?", in.ino, live).Scan(&names); err != nil {

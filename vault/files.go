@@ -169,6 +169,9 @@ func (v *Vault) ReadFile(ctx context.Context, p string, w io.Writer) (int64, err
 		if in.kind == KindDir {
 			return wire.Errorf(wire.CodeIsDir, "%s is a directory", p).With("path", p)
 		}
+		if in.kind.special() {
+			return wire.Errorf(wire.CodeInvalidInput, "%s is a %s: it has no content to read", p, in.kind).With("path", p)
+		}
 		n, err = v.copyContent(ctx, q, in, w)
 		return err
 	})
@@ -241,6 +244,9 @@ func (v *Vault) openForWrite(t *txn, p string, opts WriteOptions) (*inode, bool,
 		}
 		if in.kind == KindDir {
 			return nil, false, wire.Errorf(wire.CodeIsDir, "%s is a directory", p).With("path", p)
+		}
+		if in.kind.special() {
+			return nil, false, wire.Errorf(wire.CodeInvalidInput, "%s is a %s: it cannot hold content", p, in.kind).With("path", p)
 		}
 		return in, false, nil
 	}

@@ -97,10 +97,11 @@ type NodeSpec struct {
 	Target string // symlink target
 }
 
-// Mknod creates a file, directory or symlink named name in parent.
+// Mknod creates a file, directory, symlink, named pipe or socket node
+// named name in parent.
 func (v *Vault) Mknod(ctx context.Context, parent uint64, name string, spec NodeSpec) (Attr, error) {
 	var a Attr
-	op := map[Kind]string{KindFile: "create", KindDir: "mkdir", KindSymlink: "symlink"}[spec.Kind]
+	op := map[Kind]string{KindFile: "create", KindDir: "mkdir", KindSymlink: "symlink", KindFifo: "mkfifo", KindSocket: "mksock"}[spec.Kind]
 	if op == "" {
 		return a, wire.Errorf(wire.CodeInvalidInput, "mknod: unsupported kind %d", spec.Kind)
 	}

@@ -3,13 +3,14 @@ package vault
 import (
 	"context"
 	"errors"
-
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"avfs/wire"
 )
@@ -19,6 +20,7 @@ type TransferResult struct {
 	Files    int64 `json:"files"`
 	Dirs     int64 `json:"dirs"`
 	Symlinks int64 `json:"symlinks"`
+	Special  int64 `json:"special"` // named pipes and Unix socket nodes
 	Bytes    int64 `json:"bytes"`
 }
 
@@ -26,7 +28,7 @@ type TransferResult struct {
 // transaction, keeping modes, symlinks (as links, never followed), mtimes
 // and hard links (among the names imported). Existing vault files are
 // replaced; directories are merged.
-// Special files (devices, sockets, fifos) are skipped.
+// Named pipes and Unix socket nodes are kept as such; devices are skipped.
 func (v *Vault) Import(ctx context.Context, hostPath, vaultPath string) (TransferResult, error) {
 	var res TransferResult
 	vaultPath, err := CleanPath(vaultPath)
@@ -101,8 +103,17 @@ func (v *Vault) Import(ctx context.Context, hostPath, vaultPath string) (Transfe
 				}
 				res.Files++
 				res.Bytes += in.size
+			case fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
+				kind := KindFifo
+				if fi.Mode()&fs.ModeSocket != 0 {
+					kind = KindSocket
+				}
+				if in, err = v.replaceNode(t, vp, kind, mode, ""); err != nil {
+					return err
+				}
+				res.Special++
 			default:
-				return nil // devices, sockets and fifos have no place in a vault
+				return nil // devices have no place in a vault
 			}
 			in.mtime = fi.ModTime().UnixNano()
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
@@ -232,6 +243,29 @@ func (v *Vault) Export(ctx context.Context, vaultPath, hostPath string, force bo
 				}
 				_ = lutimes(hp, e.Atime, e.Mtime)
 				res.Symlinks++
+				return nil
+			case KindFifo, KindSocket:
+				if fi, err := os.Lstat(hp); err == nil && fi.IsDir() {
+					if err := os.RemoveAll(hp); err != nil {
+						return wire.Errorf(wire.CodeHostIO, "export %s: %w", hp, err)
+					}
+				} else {
+					os.Remove(hp)
+				}
+				typ := uint32(unix.S_IFIFO)
+				if e.Kind == KindSocket {
+					typ = unix.S_IFSOCK // a node without a socket, as a socket leaves behind
+				}
+				if err := unix.Mknod(hp, typ|0o600, 0); err != nil {
+					return wire.Errorf(wire.CodeHostIO, "export %s: %w", hp, err)
+				}
+				if err := os.Chmod(hp, e.FileMode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)); err != nil {
+					return wire.Errorf(wire.CodeHostIO, "export %s: %w", hp, err)
+				}
+				if err := os.Chtimes(hp, e.Atime, e.Mtime); err != nil {
+					return wire.Errorf(wire.CodeHostIO, "export %s: %w", hp, err)
+				}
+				res.Special++
 				return nil
 			}
 			in, err := getInode(ctx, q, int64(e.Ino))

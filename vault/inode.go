@@ -22,9 +22,13 @@ const (
 	KindFile    Kind = 1
 	KindDir     Kind = 2
 	KindSymlink Kind = 3
+	// A named pipe and a Unix socket node have no content: the kernel
+	// carries their data. A socket node outlives its socket as on disk.
+	KindFifo   Kind = 4
+	KindSocket Kind = 5
 )
 
-// String returns "file", "dir" or "symlink".
+// String returns "file", "dir", "symlink", "fifo" or "socket".
 func (k Kind) String() string {
 	switch k {
 	case KindFile:
@@ -33,9 +37,16 @@ func (k Kind) String() string {
 		return "dir"
 	case KindSymlink:
 		return "symlink"
+	case KindFifo:
+		return "fifo"
+	case KindSocket:
+		return "socket"
 	}
 	return "unknown"
 }
+
+// special is true for the kinds that have neither content nor entries.
+func (k Kind) special() bool { return k == KindFifo || k == KindSocket }
 
 // MarshalText makes kinds strings on the wire.
 func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
@@ -72,6 +83,10 @@ func (a Attr) FileMode() os.FileMode {
 		m |= os.ModeDir
 	case KindSymlink:
 		m |= os.ModeSymlink
+	case KindFifo:
+		m |= os.ModeNamedPipe
+	case KindSocket:
+		m |= os.ModeSocket
 	}
 	return m
 }

@@ -116,8 +116,12 @@ func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Tim
 			kind = KindSymlink
 		case fi.Mode().IsRegular():
 			kind = KindFile
+		case fi.Mode()&fs.ModeNamedPipe != 0:
+			kind = KindFifo
+		case fi.Mode()&fs.ModeSocket != 0:
+			kind = KindSocket
 		default:
-			continue
+			continue // devices have no place in a vault
 		}
 		mode := hostMode(fi)
 		mtime := fi.ModTime().UnixNano()
@@ -225,6 +229,20 @@ func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Tim
 				if err := t.saveInode(in); err != nil {
 					return err
 				}
+			}
+		case KindFifo, KindSocket:
+			// Data through a pipe moves its host mtime; in a mount it
+			// moves nothing. Only the mode is synced.
+			if created || in.mode == mode {
+				continue
+			}
+			in.mode, in.ctime = mode, t.now
+			if err := t.saveInode(in); err != nil {
+				return err
+			}
+			res.Modified++
+			if err := t.recordVersionAt(in, cvp, "chmod"); err != nil {
+				return err
 			}
 		case KindFile:
 			if hostNlink > 1 {

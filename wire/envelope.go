@@ -96,7 +96,7 @@ type ProcessReport struct {
 type Change struct {
 	Path       string `json:"path"` // vault-absolute
 	Op         string `json:"op"`   // added, modified, deleted
-	Kind       string `json:"kind"` // file, dir, symlink
+	Kind       string `json:"kind"` // file, dir, symlink, fifo, socket
 	SizeBefore *int64 `json:"size_before"`
 	SizeAfter  *int64 `json:"size_after"`
 	ModeBefore string `json:"mode_before,omitempty"` // octal, "0644"

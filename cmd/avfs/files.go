@@ -380,7 +380,7 @@ func filesCommands(e *env) []*cli.Command {
 						return err
 					}
 					return e.emit(transfer{Host: a[0], Path: a[1], TransferResult: res}, func(w io.Writer) error {
-						_, err := fmt.Fprintf(w, "imported %d files, %d directories, %d symlinks (%s)\n", res.Files, res.Dirs, res.Symlinks, humanSize(res.Bytes))
+						_, err := fmt.Fprintf(w, "imported %d files, %d directories, %d symlinks%s (%s)\n", res.Files, res.Dirs, res.Symlinks, specialCount(res), humanSize(res.Bytes))
 						return err
 					})
 				})
@@ -402,7 +402,7 @@ func filesCommands(e *env) []*cli.Command {
 						return err
 					}
 					return e.emit(transfer{Host: a[1], Path: a[0], TransferResult: res}, func(w io.Writer) error {
-						_, err := fmt.Fprintf(w, "exported %d files, %d directories, %d symlinks (%s)\n", res.Files, res.Dirs, res.Symlinks, humanSize(res.Bytes))
+						_, err := fmt.Fprintf(w, "exported %d files, %d directories, %d symlinks%s (%s)\n", res.Files, res.Dirs, res.Symlinks, specialCount(res), humanSize(res.Bytes))
 						return err
 					})
 				})
@@ -418,4 +418,13 @@ func longLine(en vault.Entry) string {
 		name += " -> " + en.Target
 	}
 	return fmt.Sprintf("%s\t%d\t%s\t%s", modeString(en.Kind, en.Mode), en.Size, en.Mtime.Local().Format(timeFmt), name)
+}
+
+// specialCount is ", N special files" for a transfer that moved named
+// pipes or socket nodes, else "".
+func specialCount(res vault.TransferResult) string {
+	if res.Special == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d special files", res.Special)
 }

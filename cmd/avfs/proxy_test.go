@@ -854,6 +854,20 @@ func TestProxyChangeSummary(t *testing.T) {
 				t.Errorf("%s after the run: %v", p, e)
 			}
 		}
+
+		// Named pipes and Unix sockets work, and their nodes are kept.
+		r = a.proxy([]string{"--mount-mode", mode}, "sh", "-c",
+			`mkfifo p && (echo via-fifo > p &) && cat p && python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("s.sock")'`)
+		r.ok(t, wire.AllowWithCheckpoint)
+		equal(t, "output through a fifo", r.stdout(t), "via-fifo\n")
+		equalSlice(t, "changes of special files", changeLines(r.env.Changes), []string{
+			"added fifo /p ->0 >0644",
+			"added socket /s.sock ->0 >0755",
+		})
+		r = a.proxy([]string{"--mount-mode", mode}, "sh", "-c", "(echo again > p &) && cat p && rm s.sock")
+		r.ok(t, wire.AllowWithCheckpoint)
+		equal(t, "output through the kept fifo", r.stdout(t), "again\n")
+		equalSlice(t, "changes of special files", changeLines(r.env.Changes), []string{"deleted socket /s.sock 0>- 0755>"})
 		a.vaultOK()
 	})
 }

@@ -99,6 +99,10 @@ func modeString(kind vault.Kind, mode uint32) string {
 		b[0] = 'd'
 	case vault.KindSymlink:
 		b[0] = 'l'
+	case vault.KindFifo:
+		b[0] = 'p'
+	case vault.KindSocket:
+		b[0] = 's'
 	default:
 		b[0] = '-'
 	}

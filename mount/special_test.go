@@ -1,0 +1,97 @@
+package mount
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"avfs/vault"
+)
+
+// Named pipes and Unix sockets work in a mount as on a local disk: the
+// kernel carries the data, the vault keeps the nodes.
+func TestFifosAndSockets(t *testing.T) {
+	s := serve(t, false)
+	pipe := s.path("pipe")
+	if err := unix.Mkfifo(pipe, 0o640); err != nil {
+		t.Fatalf("mkfifo: %v", err)
+	}
+	go func() {
+		w, err := os.OpenFile(pipe, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		w.Write([]byte("through the pipe"))
+		w.Close()
+	}()
+	r, err := os.Open(pipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || string(got) != "through the pipe" {
+		t.Fatalf("read the fifo: %q %v", got, err)
+	}
+
+	l, err := net.Listen("unix", s.path("app.sock"))
+	if err != nil {
+		t.Fatalf("bind a Unix socket in the mount: %v", err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		b := make([]byte, 4)
+		io.ReadFull(c, b)
+		c.Write([]byte(string(b) + "-pong"))
+		c.Close()
+	}()
+	c, err := net.Dial("unix", s.path("app.sock"))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	c.Write([]byte("ping"))
+	got, _ = io.ReadAll(c)
+	c.Close()
+	l.Close()
+	if string(got) != "ping-pong" {
+		t.Fatalf("socket answered %q", got)
+	}
+
+	for name, typ := range map[string]uint32{"pipe": syscall.S_IFIFO, "app.sock": syscall.S_IFSOCK} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(s.path(name), &st); err != nil || st.Mode&syscall.S_IFMT != typ || st.Size != 0 {
+			t.Errorf("stat %s: mode %o size %d %v", name, st.Mode, st.Size, err)
+		}
+	}
+	if err := os.Rename(pipe, s.path("pipe2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(s.path("pipe2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Devices stay out.
+	if err := unix.Mknod(s.path("dev"), unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))); err == nil {
+		t.Error("made a device node")
+	}
+	s.stop()
+	ctx := context.Background()
+	if e, err := s.v.Stat(ctx, "/pipe2"); err != nil || e.Kind != vault.KindFifo || e.Mode != 0o600 {
+		t.Errorf("vault /pipe2: %+v %v", e, err)
+	}
+	if e, err := s.v.Stat(ctx, "/app.sock"); err != nil || e.Kind != vault.KindSocket {
+		t.Errorf("vault /app.sock: %+v %v", e, err)
+	}
+	if _, err := s.v.Stat(ctx, "/pipe"); err == nil {
+		t.Error("/pipe still there after the rename")
+	}
+	s.mustCheck()
+}

@@ -1,0 +1,132 @@
+package vault
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"avfs/wire"
+)
+
+// Named pipes and socket nodes are inodes without content: made by Mknod,
+// kept by Export, Import and Sync, listed by diffs, found sound by Check.
+func TestSpecialFiles(t *testing.T) {
+	ctx := context.Background()
+	_, v := newVault(t)
+	root, err := v.Stat(ctx, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := v.Mark(ctx, "special")
+	for _, tc := range []struct {
+		name string
+		kind Kind
+		mode fs.FileMode
+	}{{"pipe", KindFifo, fs.ModeNamedPipe}, {"sock", KindSocket, fs.ModeSocket}} {
+		a, err := v.Mknod(ctx, root.Ino, tc.name, NodeSpec{Kind: tc.kind, Mode: 0o640})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Kind != tc.kind || a.Size != 0 || a.FileMode() != tc.mode|0o640 {
+			t.Errorf("%s: %+v (%v)", tc.name, a, a.FileMode())
+		}
+		if _, err := v.Mknod(ctx, root.Ino, tc.name, NodeSpec{Kind: tc.kind, Mode: 0o640}); !wire.HasCode(err, wire.CodeAlreadyExists) {
+			t.Errorf("second %s: %v", tc.name, err)
+		}
+	}
+	// No content to read or write.
+	if _, err := v.ReadFile(ctx, "/pipe", &discard{}); !wire.HasCode(err, wire.CodeInvalidInput) {
+		t.Errorf("read a fifo's content: %v", err)
+	}
+	if _, err := v.WriteFile(ctx, "/sock", strings.NewReader("x"), WriteOptions{Append: true}); !wire.HasCode(err, wire.CodeInvalidInput) {
+		t.Errorf("wrote a socket node's content: %v", err)
+	}
+	ch, err := v.ChangesSince(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]Kind{}
+	for _, c := range ch {
+		kinds[c.Path] = c.Kind
+	}
+	if kinds["/pipe"] != KindFifo || kinds["/sock"] != KindSocket {
+		t.Errorf("changes %+v", ch)
+	}
+	mustCheck(t, v)
+
+	// Export makes the nodes on the host; Import brings them back.
+	dir := filepath.Join(t.TempDir(), "out")
+	res, err := v.Export(ctx, "/", dir, false)
+	if err != nil || res.Special != 2 {
+		t.Fatalf("export %+v %v", res, err)
+	}
+	for name, want := range map[string]fs.FileMode{"pipe": fs.ModeNamedPipe | 0o640, "sock": fs.ModeSocket | 0o640} {
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		if err != nil || fi.Mode() != want {
+			t.Errorf("host %s: %v %v", name, fi.Mode(), err)
+		}
+	}
+	res, err = v.Import(ctx, dir, "/copy")
+	if err != nil || res.Special != 2 {
+		t.Fatalf("import %+v %v", res, err)
+	}
+	for name, kind := range map[string]Kind{"/copy/pipe": KindFifo, "/copy/sock": KindSocket} {
+		if e, err := v.Stat(ctx, name); err != nil || e.Kind != kind || e.Mode != 0o640 {
+			t.Errorf("%s: %+v %v", name, e, err)
+		}
+	}
+
+	// Sync: what a command did with special files on the host comes back.
+	since := time.Now()
+	time.Sleep(10 * time.Millisecond)
+	m2, _ := v.Mark(ctx, "sync")
+	if err := os.Remove(filepath.Join(dir, "sock")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(dir, "new-pipe"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "pipe"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A regular file where the socket node was: another kind.
+	if err := os.Rename(filepath.Join(dir, "pipe"), filepath.Join(dir, "moved-pipe")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pipe"), []byte("now a file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Sync(ctx, dir, since); err != nil {
+		t.Fatal(err)
+	}
+	ch, err = v.ChangesSince(ctx, m2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range ch {
+		got[c.Path] = c.Op + " " + c.Kind.String()
+	}
+	for p, want := range map[string]string{"/sock": "deleted socket", "/new-pipe": "added fifo", "/moved-pipe": "added fifo", "/pipe": "modified file"} {
+		if got[p] != want {
+			t.Errorf("%s: %q, want %q (all: %v)", p, got[p], want, got)
+		}
+	}
+	if e, _ := v.Stat(ctx, "/moved-pipe"); e.Mode != 0o600 {
+		t.Errorf("moved pipe mode %o", e.Mode)
+	}
+	if read(t, v, "/pipe") != "now a file" {
+		t.Error("file over the pipe")
+	}
+	mustCheck(t, v)
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
