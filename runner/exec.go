@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -585,6 +586,11 @@ type workspace struct {
 	session *mount.Session
 	since   time.Time // materialised: when the copy was complete
 	locked  bool      // materialised: we hold the vault's mount lock
+	// For --mountpoint: made says avfs created dir (and removes it);
+	// kept is the mode of an empty directory a copy was made in (emptied
+	// and given its mode back afterwards).
+	made bool
+	kept fs.FileMode
 }
 
 // unlock releases the mount lock of a materialised copy.
@@ -653,6 +659,12 @@ func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req R
 	}
 	ws.base = base
 	ws.dir = filepath.Join(base, "root")
+	if req.Mountpoint != "" {
+		if err := ws.useMountpoint(req.Mountpoint, mode == ModeMaterialize); err != nil {
+			os.RemoveAll(base)
+			return nil, err
+		}
+	}
 	if mode == ModeMaterialize {
 		// The copy is synced back at the end: no writer mount may change
 		// the vault meanwhile.
@@ -663,22 +675,20 @@ func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req R
 			}
 			ws.locked = true
 		}
-		if _, err := v.Export(ctx, "/", ws.dir, false); err != nil {
+		if _, err := v.Export(ctx, "/", ws.dir, ws.kept != 0); err != nil {
 			ws.unlock(v)
+			ws.removeCopy()
 			os.RemoveAll(base)
 			return nil, fmt.Errorf("proxy exec: materialise the vault: %w", err)
 		}
 		ws.since = time.Now()
 		return ws, nil
 	}
-	if req.Mountpoint != "" {
-		if ws.dir, err = filepath.Abs(req.Mountpoint); err != nil {
+	if req.Mountpoint == "" {
+		if err := os.Mkdir(ws.dir, 0o700); err != nil {
 			os.RemoveAll(base)
-			return nil, wire.Errorf(wire.CodeInvalidInput, "proxy exec: --mountpoint: %v", err)
+			return nil, wire.Errorf(wire.CodeHostIO, "proxy exec: %w", err)
 		}
-	} else if err := os.Mkdir(ws.dir, 0o700); err != nil {
-		os.RemoveAll(base)
-		return nil, wire.Errorf(wire.CodeHostIO, "proxy exec: %w", err)
 	}
 	// A writer mount of the vault (one left by a killed run, say) makes the
 	// mount fail with vault_busy until it is gone.
@@ -691,10 +701,80 @@ func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req R
 		return r.mountHere(ctx, v, name, ws, req.Readonly)
 	})
 	if err != nil {
+		ws.removeCopy()
 		os.RemoveAll(base)
 		return nil, err
 	}
 	return ws, nil
+}
+
+// useMountpoint makes the directory given with --mountpoint what the
+// command sees. A missing one is made (and removed afterwards). A
+// materialised copy needs it empty: the copy is made in it and removed
+// from it afterwards, leaving it as it was.
+func (w *workspace) useMountpoint(p string, copyIn bool) error {
+	dir, err := filepath.Abs(p)
+	if err != nil {
+		return wire.Errorf(wire.CodeInvalidInput, "proxy exec: --mountpoint: %v", err)
+	}
+	w.dir = dir
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if copyIn {
+			w.made = true // Export makes it
+			return nil
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return wire.Errorf(wire.CodeHostIO, "proxy exec: --mountpoint: %v", err).With("mountpoint", dir)
+		}
+		w.made = true
+		return nil
+	case err != nil:
+		return wire.Errorf(wire.CodeHostIO, "proxy exec: --mountpoint: %v", err).With("mountpoint", dir)
+	case !fi.IsDir():
+		return wire.Errorf(wire.CodeInvalidInput, "proxy exec: --mountpoint %s is not a directory", dir).With("mountpoint", dir)
+	}
+	if !copyIn {
+		return nil
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return wire.Errorf(wire.CodeHostIO, "proxy exec: --mountpoint: %v", err).With("mountpoint", dir)
+	}
+	if len(ents) > 0 {
+		return wire.Errorf(wire.CodeInvalidInput, "proxy exec: --mountpoint %s is not empty: a materialised copy of the vault needs an empty directory (or none)", dir).
+			With("mountpoint", dir)
+	}
+	w.kept = fi.Mode()
+	return nil
+}
+
+// removeCopy removes what the command saw when it is not under w.base: a
+// materialised copy made at --mountpoint, or a mount point avfs made.
+func (w *workspace) removeCopy() error {
+	if w.base == "" || strings.HasPrefix(w.dir, w.base+string(filepath.Separator)) {
+		return nil
+	}
+	switch {
+	case w.made:
+		if w.mode == "materialized" {
+			return os.RemoveAll(w.dir)
+		}
+		return os.Remove(w.dir) // a mount point: empty once unmounted
+	case w.kept != 0:
+		ents, err := os.ReadDir(w.dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			if err := os.RemoveAll(filepath.Join(w.dir, e.Name())); err != nil {
+				return err
+			}
+		}
+		return os.Chmod(w.dir, w.kept.Perm()|w.kept&(fs.ModeSetgid|fs.ModeSticky|fs.ModeSetuid))
+	}
+	return nil
 }
 
 // mountHere mounts the vault at ws.dir, served by this process. The command
@@ -735,6 +815,9 @@ func (w *workspace) close(ctx context.Context, v *vault.Vault, readonly bool) er
 		}
 	}
 	w.unlock(v)
+	if rerr := w.removeCopy(); rerr != nil && err == nil && !errors.Is(rerr, os.ErrNotExist) {
+		err = wire.Errorf(wire.CodeHostIO, "proxy exec: remove the copy in %s: %v", w.dir, rerr)
+	}
 	if w.base != "" {
 		if rerr := os.RemoveAll(w.base); rerr != nil && err == nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = wire.Errorf(wire.CodeHostIO, "proxy exec: remove %s: %v", w.base, rerr)

@@ -51,7 +51,7 @@ func proxyExecCommand(e *env) *cli.Command {
 		&cli.BoolFlag{Name: "stream", Usage: "also copy the output live (to stderr with --json)"},
 		&cli.BoolFlag{Name: "stdin", Usage: "pass avfs's stdin to the command (default /dev/null)"},
 		&cli.StringSliceFlag{Name: "env", Usage: "pass `KEY` from avfs's environment, or set KEY=VALUE (repeatable)"},
-		&cli.StringFlag{Name: "mountpoint", Usage: "mount the vault at `DIR` instead of a private temporary directory"},
+		&cli.StringFlag{Name: "mountpoint", Usage: "show the vault to the command at `DIR` (the same path on every run) instead of a private temporary directory; made if missing"},
 		&cli.StringFlag{Name: "mount-mode", Value: runner.ModeAuto, Usage: "fuse, materialize, or auto (fuse when available)"},
 		&cli.StringFlag{Name: "approval", Usage: "run under the granted approval `ID`"},
 		&cli.DurationFlag{Name: "ttl", Value: runner.DefaultTTL, Usage: "how long a new approval request stays valid"},

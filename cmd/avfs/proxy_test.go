@@ -676,6 +676,70 @@ func TestProxyFailsBeforeRunning(t *testing.T) {
 	}
 }
 
+// --mountpoint gives the command the same path on every run (tools such as
+// python -m venv write it into files), in both modes, and leaves the
+// directory as it was.
+func TestProxyMountpoint(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode string) {
+		a := newProxyAVFS(t)
+		parent := t.TempDir()
+		for _, tc := range []struct {
+			name   string
+			exists bool
+		}{{"made", false}, {"existing", true}} {
+			dir := filepath.Join(parent, tc.name)
+			if tc.exists {
+				if err := os.Mkdir(dir, 0o750); err != nil {
+					t.Fatal(err)
+				}
+			}
+			flags := []string{"--mount-mode", mode, "--mountpoint", dir}
+			r := a.proxy(flags, "sh", "-c", `printf '#!/bin/sh\necho tool in %s\n' "$PWD" > tool && chmod +x tool && echo "$PWD" > where && echo "$AVFS_MOUNTPOINT" >> where`)
+			r.ok(t, wire.AllowWithCheckpoint)
+			equal(t, "mount.dir", r.env.Mount.Dir, dir)
+			equal(t, "where", a.cat("/where"), dir+"\n"+dir+"\n")
+			// The next run finds the absolute path still good.
+			r = a.proxy(flags, dir+"/tool")
+			r.ok(t, wire.AllowWithCheckpoint)
+			equal(t, "tool output", r.stdout(t), "tool in "+dir+"\n")
+			fi, err := os.Stat(dir)
+			switch {
+			case !tc.exists && !os.IsNotExist(err):
+				t.Errorf("%s made by avfs is left: %v", dir, err)
+			case tc.exists && (err != nil || fi.Mode().Perm() != 0o750):
+				t.Errorf("%s: %v %v", dir, fi.Mode(), err)
+			case tc.exists:
+				if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+					t.Errorf("%s is not empty after the run: %v", dir, ents)
+				}
+			}
+		}
+		// A file is no mount point; a materialised copy needs an empty directory.
+		file := filepath.Join(parent, "file")
+		os.WriteFile(file, nil, 0o644)
+		r := a.proxy([]string{"--mount-mode", mode, "--mountpoint", file}, "true")
+		if r.code != wire.ExitAvfsFailed || r.env.Error == nil || r.env.Error.Code != wire.CodeInvalidInput {
+			t.Errorf("--mountpoint FILE: %s", r.raw)
+		}
+		full := filepath.Join(parent, "full")
+		os.Mkdir(full, 0o755)
+		os.WriteFile(filepath.Join(full, "host.txt"), []byte("host\n"), 0o644)
+		r = a.proxy([]string{"--mount-mode", mode, "--mountpoint", full}, "cat", "host.txt")
+		if mode == "materialize" {
+			if r.code != wire.ExitAvfsFailed || r.env.Error == nil || r.env.Error.Code != wire.CodeInvalidInput {
+				t.Errorf("--mountpoint of a non-empty directory: %s", r.raw)
+			}
+		} else {
+			r.exits(t, 1) // the mount hides what is under it
+		}
+		if b, err := os.ReadFile(filepath.Join(full, "host.txt")); err != nil || string(b) != "host\n" {
+			t.Errorf("host file under the mount point: %q %v", b, err)
+		}
+		a.vaultOK()
+	})
+}
+
 // hostTree describes every entry under dir: kind, permission bits, and the
 // content or link target.
 func hostTree(t *testing.T, dir string) map[string]string {
