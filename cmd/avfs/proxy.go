@@ -176,8 +176,12 @@ func printEnvelope(e *env, env *wire.Envelope, streamed bool) {
 	if env.Checkpoint != nil {
 		parts = append(parts, fmt.Sprintf("checkpoint %d", env.Checkpoint.ID))
 	}
-	if env.Approval != nil {
-		parts = append(parts, fmt.Sprintf("approval %s %s (grant with: avfs approval grant %s)", env.Approval.ID, env.Approval.Status, env.Approval.ID))
+	if a := env.Approval; a != nil {
+		s := fmt.Sprintf("approval %s %s", a.ID, a.Status)
+		if a.Status == "pending" {
+			s += fmt.Sprintf(" (grant with: avfs approval grant %s; then run again with --approval %s)", a.ID, a.ID)
+		}
+		parts = append(parts, s)
 	}
 	if p := env.Process; p != nil {
 		s := fmt.Sprintf("exit %d", p.ExitCode)

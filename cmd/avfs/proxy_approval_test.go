@@ -281,3 +281,20 @@ func TestProxyApproverSigningKey(t *testing.T) {
 		t.Fatalf("broken public key: %s", r.raw)
 	}
 }
+
+// For people, the summary line says how to grant a pending approval, and
+// only a pending one.
+func TestProxyApprovalSummaryLine(t *testing.T) {
+	a := newProxyAVFS(t)
+	r := a.exec(nil, "proxy", "exec", "--", "curl", "http://example.invalid")
+	line := string(r.stderr)
+	if r.code != wire.ExitNotRun || !strings.Contains(line, " pending (grant with: avfs approval grant ap-") {
+		t.Fatalf("pending: exit %d, %q", r.code, line)
+	}
+	id := line[strings.Index(line, "approval ap-")+len("approval ") : strings.Index(line, " pending")]
+	a.ok("approval", "deny", id)
+	r = a.exec(nil, "proxy", "exec", "--approval", id, "--", "curl", "http://example.invalid")
+	if line = string(r.stderr); r.code != wire.ExitNotRun || !strings.Contains(line, "approval "+id+" denied") || strings.Contains(line, "grant with") {
+		t.Fatalf("denied: exit %d, %q", r.code, line)
+	}
+}
