@@ -359,6 +359,7 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 	// 5. Unmount, always.
 	t = time.Now()
 	closeErr := ws.close(context.WithoutCancel(ctx), v, req.Readonly)
+	env.Mount.Discarded = ws.discarded
 	if g != nil {
 		g.stop() // the mount and the run's directory are gone
 	}
@@ -591,6 +592,8 @@ type workspace struct {
 	// and given its mode back afterwards).
 	made bool
 	kept fs.FileMode
+	// discarded: what a read-only run changed in its materialised copy.
+	discarded int
 }
 
 // unlock releases the mount lock of a materialised copy.
@@ -813,6 +816,12 @@ func (w *workspace) close(ctx context.Context, v *vault.Vault, readonly bool) er
 		if _, serr := v.Sync(ctx, w.dir, w.since); serr != nil {
 			err = fmt.Errorf("proxy exec: bring the changes back: %w", serr)
 		}
+	} else if w.mode == "materialized" {
+		n, cerr := v.Unsynced(ctx, w.dir, w.since)
+		if cerr != nil {
+			err = fmt.Errorf("proxy exec: compare the read-only copy: %w", cerr)
+		}
+		w.discarded = n
 	}
 	w.unlock(v)
 	if rerr := w.removeCopy(); rerr != nil && err == nil && !errors.Is(rerr, os.ErrNotExist) {

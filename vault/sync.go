@@ -25,8 +25,9 @@ type SyncResult struct {
 // added, and changed ones are updated. A host file counts as changed when
 // its kind, mode, size, mtime or symlink target differ from the vault, or
 // its ctime is after since (the moment the tree was exported), so content
-// rewritten in place is caught without reading unchanged files. Special
-// files are skipped. Host hard links within dir are vault hard links (as
+// rewritten in place is caught without reading unchanged files. Named
+// pipes and socket nodes are synced (their mode only, once made); devices
+// are skipped. Host hard links within dir are vault hard links (as
 // Export makes them): a link made on the host is made in the vault, one
 // broken on the host (the file replaced) is broken in the vault.
 func (v *Vault) Sync(ctx context.Context, dir string, since time.Time) (SyncResult, error) {
@@ -287,4 +288,79 @@ func (v *Vault) syncFile(t *txn, child string, in *inode, cvp string, fi fs.File
 		}
 	}
 	return nil
+}
+
+// Unsynced counts the entries of the host tree at dir (a copy of the whole
+// vault made by Export at since) that Sync would add, delete or change in
+// the vault, by the same tests. It changes nothing: it tells what a
+// read-only run wrote to its copy and lost.
+func (v *Vault) Unsynced(ctx context.Context, dir string, since time.Time) (int, error) {
+	n := 0
+	err := v.view(ctx, "compare "+dir, func(q querier, _ state) error {
+		root, err := getInode(ctx, q, rootIno)
+		if err != nil {
+			return err
+		}
+		inVault := map[string]Entry{}
+		if err := walkTree(ctx, q, entryOf("/", root), func(e Entry) error {
+			inVault[e.Path] = e
+			return nil
+		}); err != nil {
+			return err
+		}
+		seen := 0
+		err = filepath.WalkDir(dir, func(hp string, _ fs.DirEntry, werr error) error {
+			if werr != nil {
+				return wire.Errorf(wire.CodeHostIO, "read %s: %w", hp, werr)
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			fi, err := os.Lstat(hp)
+			if err != nil {
+				return wire.Errorf(wire.CodeHostIO, "read %s: %w", hp, err)
+			}
+			var kind Kind
+			switch m := fi.Mode(); {
+			case m.IsDir():
+				kind = KindDir
+			case m&fs.ModeSymlink != 0:
+				kind = KindSymlink
+			case m.IsRegular():
+				kind = KindFile
+			case m&fs.ModeNamedPipe != 0:
+				kind = KindFifo
+			case m&fs.ModeSocket != 0:
+				kind = KindSocket
+			default:
+				return nil // Sync skips devices
+			}
+			rel, _ := filepath.Rel(dir, hp)
+			e, ok := inVault[path.Join("/", filepath.ToSlash(rel))]
+			if !ok {
+				n++ // added
+				return nil
+			}
+			seen++
+			changed := e.Kind != kind || kind != KindSymlink && e.Mode != hostMode(fi)
+			switch {
+			case changed:
+			case kind == KindFile:
+				changed = e.Size != fi.Size() || e.Mtime.UnixNano() != fi.ModTime().UnixNano() || ctimeOf(fi).After(since)
+			case kind == KindSymlink:
+				target, err := os.Readlink(hp)
+				if err != nil {
+					return wire.Errorf(wire.CodeHostIO, "read %s: %w", hp, err)
+				}
+				changed = target != e.Target
+			}
+			if changed {
+				n++
+			}
+			return nil
+		})
+		n += len(inVault) - seen // deleted
+		return err
+	})
+	return n, err
 }

@@ -68,6 +68,10 @@ type ApprovalRef struct {
 type MountReport struct {
 	Mode string `json:"mode"` // "fuse" or "materialized"
 	Dir  string `json:"dir"`  // where it was mounted or materialised (gone after the run)
+	// Discarded counts the entries a --readonly run added, deleted or
+	// changed in its materialised copy, all thrown away (a read-only FUSE
+	// mount refuses writes instead). Absent when 0.
+	Discarded int `json:"discarded,omitempty"`
 }
 
 // ProcessReport is how the command ran. Output that is valid UTF-8 is a

@@ -192,6 +192,9 @@ func printEnvelope(e *env, env *wire.Envelope, streamed bool) {
 		if env.ChangesTruncated {
 			changes += fmt.Sprintf(" (%d listed with --json)", len(env.Changes))
 		}
+		if m := env.Mount; m != nil && m.Discarded > 0 {
+			changes += fmt.Sprintf(", %d discarded (--readonly copy)", m.Discarded)
+		}
 		parts = append(parts, s, changes)
 	}
 	if env.Rollback != nil {

@@ -624,6 +624,19 @@ func TestProxyDecisions(t *testing.T) {
 		}
 		equalSlice(t, "files after a read-only run", a.ls("/"), []string{"f"})
 		equal(t, "f after a read-only run", a.cat("/f"), "x\n")
+		// A read-only mount refuses the writes; a copy takes them and
+		// says how many it threw away.
+		switch mode {
+		case "fuse":
+			equal(t, "read-only mount: exit", r.env.Process.ExitCode, 2)
+			equal(t, "read-only mount: discarded", r.env.Mount.Discarded, 0)
+		case "materialize":
+			equal(t, "read-only copy: discarded", r.env.Mount.Discarded, 2)
+			r = a.proxy(append(m, "--readonly"), "sh", "-c", "cat f; rm f; mkdir -p d/e; ln -s x d/l")
+			equal(t, "read-only copy: discarded", r.env.Mount.Discarded, 4)
+			r = a.proxy(append(m, "--readonly"), "cat", "f")
+			equal(t, "read-only copy: discarded by a reader", r.env.Mount.Discarded, 0)
+		}
 
 		// A working directory that is not in the vault is avfs's error (125).
 		r = a.proxy(append(m, "--cwd", "/missing"), "ls")
