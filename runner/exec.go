@@ -299,8 +299,10 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 		env.Approval = &wire.ApprovalRef{ID: a.ID, Status: a.Status, ExpiresAt: a.ExpiresAt.UTC()}
 	}
 
+	// A program that is on no PATH entry runs nothing: no checkpoint for it.
+	missing := req.Shell == "" && Missing(req.Argv[0], r.environment(req, "/", env.ID), req.Mountpoint)
 	var cp *vault.Checkpoint
-	if res.Decision == wire.AllowWithCheckpoint || res.Decision == wire.RequireApproval || req.RollbackOnFailure {
+	if !missing && (res.Decision == wire.AllowWithCheckpoint || res.Decision == wire.RequireApproval || req.RollbackOnFailure) {
 		c, err := v.SaveCheckpoint(ctx, env.ID, "before proxy exec "+env.ID)
 		if err != nil {
 			return fail(env, err)

@@ -188,7 +188,7 @@ func Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
 	p := &Proc{spec: spec, ctx: ctx, done: make(chan struct{})}
 	path, status := lookPath(spec.Argv[0], spec.Env, spec.Dir)
 	if status != 0 {
-		p.end(ProcResult{ExitCode: status, NotFound: true}, nil)
+		p.notRun(status, lookPathProblem(spec.Argv[0], path, status))
 		return p, nil
 	}
 	if err := p.start(path); err != nil {
@@ -301,7 +301,7 @@ func (p *Proc) start(path string) error {
 			return wire.Errorf(wire.CodeInvalidInput, "runner: %w", err)
 		}
 		if status := startStatus(err, path); status != 0 {
-			p.end(ProcResult{ExitCode: status, NotFound: true}, nil)
+			p.notRun(status, startProblem(err, path))
 			return nil
 		}
 		return wire.Errorf(wire.CodeInternal, "runner: start %s: %w", p.spec.Argv[0], err)
@@ -471,6 +471,68 @@ func (p *Proc) Signal(sig os.Signal) error {
 func (p *Proc) Wait() (ProcResult, error) {
 	<-p.done
 	return p.res, p.err
+}
+
+// notRun ends p for a program that could not be started, with a line on
+// its stderr saying why, as a shell prints one ("command not found").
+func (p *Proc) notRun(status int, problem string) {
+	msg := []byte("avfs: " + p.spec.Argv[0] + ": " + problem + "\n")
+	if p.spec.Stderr != nil {
+		p.spec.Stderr.Write(msg)
+	}
+	p.end(ProcResult{ExitCode: status, NotFound: true, Stderr: Output{Head: msg, Total: int64(len(msg))}}, nil)
+}
+
+// lookPathProblem says why lookPath found nothing to run.
+func lookPathProblem(file, path string, status int) string {
+	switch {
+	case status == 127 && !strings.Contains(file, "/"):
+		return "command not found"
+	case status == 127:
+		return "no such file or directory"
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return "is a directory"
+	}
+	return "permission denied"
+}
+
+// startProblem says why the exec of path failed.
+func startProblem(err error, path string) string {
+	var errno syscall.Errno
+	errors.As(err, &errno)
+	if errno == syscall.ENOENT {
+		if _, serr := os.Stat(path); serr == nil {
+			return "bad interpreter: the program its #! line names is not there"
+		}
+	}
+	if errno != 0 {
+		return errno.Error()
+	}
+	return err.Error()
+}
+
+// Missing reports that argv0 names no program on the PATH in env, so that
+// nothing would run: it has no slash, and no PATH entry (all absolute)
+// holds it. False when that cannot be known before the run's directory is
+// there: a name with a slash, a relative PATH entry, or any PATH entry
+// when under is set (the run's --mountpoint, which PATH may point into).
+func Missing(argv0 string, env []string, under string) bool {
+	if argv0 == "" || strings.Contains(argv0, "/") || under != "" {
+		return false
+	}
+	pathList := "/bin:/usr/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathList = v
+		}
+	}
+	for _, d := range filepath.SplitList(pathList) {
+		if !filepath.IsAbs(d) || checkExec(filepath.Join(d, argv0), true) != 127 {
+			return false
+		}
+	}
+	return true
 }
 
 // end records the result and lets the next command start.

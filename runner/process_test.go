@@ -114,6 +114,29 @@ func TestExitStatus(t *testing.T) {
 	}
 }
 
+func TestMissing(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tool"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		argv0, path, under string
+		want               bool
+	}{
+		{"no-such-program-avfs", "/usr/bin:/bin", "", true},
+		{"sh", "/usr/bin:/bin", "", false},
+		{"no-such-program-avfs", "/usr/bin:bin", "", false}, // a relative entry: the run's directory decides
+		{"no-such-program-avfs", "/usr/bin::/bin", "", false},
+		{"no-such-program-avfs", "/usr/bin", "/mnt/x", false}, // PATH may point into --mountpoint
+		{"./no-such-program-avfs", "/usr/bin", "", false},
+		{"tool", dir, "", false}, // there but not executable: 126, the run says so
+	} {
+		if got := Missing(tc.argv0, []string{"PATH=" + tc.path}, tc.under); got != tc.want {
+			t.Errorf("Missing(%q, PATH=%s, %q) = %v", tc.argv0, tc.path, tc.under, got)
+		}
+	}
+}
+
 func TestNotFound(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, text string, mode os.FileMode) string {
@@ -128,21 +151,22 @@ func TestNotFound(t *testing.T) {
 	write("binary", "\x7fELF garbage", 0o755)
 	write("mytool", "#!/bin/sh\necho mytool ran\n", 0o755)
 	for _, tc := range []struct {
-		argv []string
-		env  []string
-		code int
+		argv   []string
+		env    []string
+		code   int
+		stderr string // after "avfs: ARGV0: "
 	}{
-		{[]string{"no-such-program-avfs"}, testEnv, 127},
-		{[]string{"/nonexistent/program"}, testEnv, 127},
-		{[]string{filepath.Join(dir, "noexec")}, testEnv, 126},
-		{[]string{"noexec"}, []string{"PATH=" + dir}, 126},
-		{[]string{dir}, testEnv, 126},
-		{[]string{filepath.Join(dir, "badinterp")}, testEnv, 126},
-		{[]string{"./binary"}, testEnv, 126},
-		{[]string{"sh", "-c", "true"}, []string{"PATH=/nonexistent"}, 127}, // not avfs's PATH
-		{[]string{"mytool"}, testEnv, 127},
-		{[]string{"mytool"}, []string{"PATH=/usr/bin:" + dir}, 0}, // the given PATH
-		{[]string{"./mytool"}, nil, 0},                            // relative to Dir
+		{[]string{"no-such-program-avfs"}, testEnv, 127, "command not found"},
+		{[]string{"/nonexistent/program"}, testEnv, 127, "no such file or directory"},
+		{[]string{filepath.Join(dir, "noexec")}, testEnv, 126, "permission denied"},
+		{[]string{"noexec"}, []string{"PATH=" + dir}, 126, "permission denied"},
+		{[]string{dir}, testEnv, 126, "is a directory"},
+		{[]string{filepath.Join(dir, "badinterp")}, testEnv, 126, "bad interpreter: the program its #! line names is not there"},
+		{[]string{"./binary"}, testEnv, 126, "exec format error"},
+		{[]string{"sh", "-c", "true"}, []string{"PATH=/nonexistent"}, 127, "command not found"}, // not avfs's PATH
+		{[]string{"mytool"}, testEnv, 127, "command not found"},
+		{[]string{"mytool"}, []string{"PATH=/usr/bin:" + dir}, 0, ""}, // the given PATH
+		{[]string{"./mytool"}, nil, 0, ""},                            // relative to Dir
 	} {
 		res, err := Run(context.Background(), ProcSpec{Argv: tc.argv, Env: tc.env, Dir: dir})
 		if err != nil {
@@ -151,6 +175,9 @@ func TestNotFound(t *testing.T) {
 		}
 		if res.ExitCode != tc.code || res.NotFound != (tc.code != 0) {
 			t.Errorf("%v with %v: got %+v, want exit %d", tc.argv, tc.env, res, tc.code)
+		}
+		if want := "avfs: " + tc.argv[0] + ": " + tc.stderr + "\n"; tc.code != 0 && string(res.Stderr.Bytes()) != want {
+			t.Errorf("%v: stderr %q, want %q", tc.argv, res.Stderr.Bytes(), want)
 		}
 		if tc.code == 0 && string(res.Stdout.Bytes()) != "mytool ran\n" {
 			t.Errorf("%v: stdout %q", tc.argv, res.Stdout.Bytes())

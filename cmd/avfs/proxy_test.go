@@ -1112,11 +1112,22 @@ func TestProxyOutput(t *testing.T) {
 		}
 		equal(t, "binary cut", r.stdout(t), string(bin[:512])+string(bin[5000-512:]))
 
-		// A program that does not exist: 127; one that is not executable: 126.
-		r = a.proxy(m, "no-such-program-avfs")
+		// A program that does not exist: 127, said on stderr as a shell
+		// would, and no checkpoint (nothing could run); one that is not
+		// executable: 126.
+		before := a.checkpointIDs()
+		r = a.proxy(m, "no-such-program-avfs", "x")
 		r.want(t, wire.AllowWithCheckpoint, wire.ExitNotFound)
-		if r.env.Process.ExitCode != 127 || r.env.Error != nil {
+		if r.env.Process.ExitCode != 127 || r.env.Error != nil || r.env.Checkpoint != nil {
 			t.Fatalf("not found: %s", r.raw)
+		}
+		equal(t, "not found: stderr", r.env.Process.Stderr, "avfs: no-such-program-avfs: command not found\n")
+		equal(t, "not found: checkpoints", fmt.Sprint(a.checkpointIDs()), fmt.Sprint(before))
+		a.write("#!/bin/sh\n", "/noexec.sh")
+		r = a.proxy(m, "./noexec.sh")
+		r.want(t, wire.AllowWithCheckpoint, wire.ExitNotRun)
+		if r.env.Checkpoint == nil || !strings.Contains(r.env.Process.Stderr, "noexec.sh") {
+			t.Fatalf("not executable: %s", r.raw)
 		}
 		r = a.proxy(m, "sh", "-c", "echo oops >&2; exit 3")
 		r.exits(t, 3)
