@@ -289,7 +289,14 @@ func (p *Proc) start(path string) error {
 		if served(path, p.spec.Dir) {
 			cmd.Path, cmd.Args = trampolineShell, trampoline(p.spec)
 		} else {
-			start = func() error { return startIn(cmd, p.spec.Dir) }
+			start = func() error {
+				err := startIn(cmd, p.spec.Dir)
+				if errors.Is(err, errNoUnshare) { // a seccomp filter, say: the shell does it
+					cmd.Path, cmd.Args = trampolineShell, trampoline(p.spec)
+					err = cmd.Start()
+				}
+				return err
+			}
 		}
 	}
 	p.started = time.Now()
@@ -339,8 +346,8 @@ func startIn(cmd *exec.Cmd, dir string) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // and never unlocked: the thread's cwd is dir
-		if err := unix.Unshare(unix.CLONE_FS); err != nil {
-			errc <- fmt.Errorf("unshare CLONE_FS: %w", err)
+		if err := unshareFS(); err != nil {
+			errc <- fmt.Errorf("%w: %w", errNoUnshare, err)
 			return
 		}
 		if err := unix.Chdir(dir); err != nil {
@@ -356,6 +363,14 @@ func startIn(cmd *exec.Cmd, dir string) error {
 	}()
 	return <-errc
 }
+
+// errNoUnshare is startIn's error when the thread cannot have a working
+// directory of its own; nothing was started.
+var errNoUnshare = errors.New("unshare CLONE_FS")
+
+// unshareFS gives the calling thread its own working directory; a
+// variable so that tests can make it fail.
+var unshareFS = func() error { return unix.Unshare(unix.CLONE_FS) }
 
 // served is true when the exec of path would read a file on dir's file
 // system: path itself, or an interpreter its #! line names (for up to

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,18 +156,37 @@ func TestServed(t *testing.T) {
 // startIn changes the working directory of its own thread only.
 func TestStartInKeepsProcessDir(t *testing.T) {
 	before, _ := os.Getwd()
-	dir := t.TempDir()
+	dir := "/proc" // on no file system a program is on: startIn is used
+	if served("/bin/pwd", dir) {
+		t.Fatal("/bin/pwd is on /proc's file system")
+	}
 	for i := 0; i < 5; i++ {
 		res, err := Run(context.Background(), ProcSpec{Argv: []string{"/bin/pwd", "-P"}, Env: testEnv, Dir: dir, DirServed: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		real, _ := filepath.EvalSymlinks(dir)
-		if got := strings.TrimSpace(string(res.Stdout.Bytes())); got != real {
-			t.Errorf("pwd %q, want %q", got, real)
+		if got := strings.TrimSpace(string(res.Stdout.Bytes())); got != dir {
+			t.Errorf("pwd %q, want %q", got, dir)
 		}
 	}
 	if after, _ := os.Getwd(); after != before {
 		t.Errorf("process cwd changed from %s to %s", before, after)
+	}
+}
+
+// Where a thread cannot have a working directory of its own (a seccomp
+// filter that refuses unshare), the command goes through the shell.
+func TestStartInFallsBackToTheShell(t *testing.T) {
+	old := unshareFS
+	calls := 0
+	unshareFS = func() error { calls++; return syscall.EPERM }
+	defer func() { unshareFS = old }()
+	dir := "/proc" // on no file system a program is on: startIn is tried
+	res, err := Run(context.Background(), ProcSpec{Argv: []string{"/bin/sh", "-c", `echo "$0 $(pwd -P)"`, "zero"}, Env: testEnv, Dir: dir, DirServed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(res.Stdout.Bytes()); got != "zero /proc\n" || res.ExitCode != 0 || calls != 1 {
+		t.Errorf("exit %d, stdout %q, stderr %q, unshare tried %d times", res.ExitCode, got, res.Stderr.Bytes(), calls)
 	}
 }
