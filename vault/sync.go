@@ -67,6 +67,23 @@ func ctimeOf(fi fs.FileInfo) time.Time {
 	return time.Now()
 }
 
+// hostKind is the vault kind of a host file; false for a device.
+func hostKind(fi fs.FileInfo) (Kind, bool) {
+	switch m := fi.Mode(); {
+	case m.IsDir():
+		return KindDir, true
+	case m&fs.ModeSymlink != 0:
+		return KindSymlink, true
+	case m.IsRegular():
+		return KindFile, true
+	case m&fs.ModeNamedPipe != 0:
+		return KindFifo, true
+	case m&fs.ModeSocket != 0:
+		return KindSocket, true
+	}
+	return 0, false
+}
+
 // devIno names a host file.
 type devIno struct{ dev, ino uint64 }
 
@@ -109,19 +126,8 @@ func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Tim
 		if err != nil {
 			return wire.Errorf(wire.CodeHostIO, "read %s: %w", child, err)
 		}
-		var kind Kind
-		switch {
-		case fi.IsDir():
-			kind = KindDir
-		case fi.Mode()&fs.ModeSymlink != 0:
-			kind = KindSymlink
-		case fi.Mode().IsRegular():
-			kind = KindFile
-		case fi.Mode()&fs.ModeNamedPipe != 0:
-			kind = KindFifo
-		case fi.Mode()&fs.ModeSocket != 0:
-			kind = KindSocket
-		default:
+		kind, ok := hostKind(fi)
+		if !ok {
 			continue // devices have no place in a vault
 		}
 		mode := hostMode(fi)
@@ -320,19 +326,8 @@ func (v *Vault) Unsynced(ctx context.Context, dir string, since time.Time) (int,
 			if err != nil {
 				return wire.Errorf(wire.CodeHostIO, "read %s: %w", hp, err)
 			}
-			var kind Kind
-			switch m := fi.Mode(); {
-			case m.IsDir():
-				kind = KindDir
-			case m&fs.ModeSymlink != 0:
-				kind = KindSymlink
-			case m.IsRegular():
-				kind = KindFile
-			case m&fs.ModeNamedPipe != 0:
-				kind = KindFifo
-			case m&fs.ModeSocket != 0:
-				kind = KindSocket
-			default:
+			kind, ok := hostKind(fi)
+			if !ok {
 				return nil // Sync skips devices
 			}
 			rel, _ := filepath.Rel(dir, hp)
