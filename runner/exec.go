@@ -669,6 +669,12 @@ func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req R
 			os.RemoveAll(base)
 			return nil, err
 		}
+		rec, _ := json.Marshal(mountpointRecord{Dir: ws.dir, Materialized: mode == ModeMaterialize, Made: ws.made, Kept: uint32(ws.kept)})
+		if err := os.WriteFile(filepath.Join(base, mountpointFile), rec, 0o600); err != nil {
+			ws.removeCopy()
+			os.RemoveAll(base)
+			return nil, wire.Errorf(wire.CodeHostIO, "proxy exec: %w", err)
+		}
 	}
 	if mode == ModeMaterialize {
 		// The copy is synced back at the end: no writer mount may change

@@ -3,7 +3,9 @@ package runner
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,9 +106,14 @@ func Guard(ctx context.Context, ctl io.Reader, base string) {
 }
 
 // cleanRun removes the directory of a run whose avfs is gone: the processes
-// that still use its mount or copy, a dead mount, the directory itself.
+// that still use its mount or copy, a dead mount, the directory itself,
+// and what the run left at its --mountpoint (see mountpointFile).
 func cleanRun(dir string) {
 	root := filepath.Join(dir, "root")
+	var mp mountpointRecord
+	if b, err := os.ReadFile(filepath.Join(dir, mountpointFile)); err == nil && json.Unmarshal(b, &mp) == nil && filepath.IsAbs(mp.Dir) {
+		root = mp.Dir
+	}
 	mount.KillHolders(root, 2*time.Second) // before a dead mount is detached, while their paths still show where they are
 	_ = mount.CleanStale(root)
 	if mount.IsMounted(root) {
@@ -114,7 +121,26 @@ func cleanRun(dir string) {
 			_ = mount.Unmount(root, true)
 		}
 	}
-	if !mount.IsMounted(root) {
-		os.RemoveAll(dir)
+	if mount.IsMounted(root) {
+		return
 	}
+	if mp.Dir != "" {
+		w := &workspace{dir: mp.Dir, base: dir, made: mp.Made, kept: fs.FileMode(mp.Kept)}
+		if mp.Materialized {
+			w.mode = "materialized"
+		}
+		_ = w.removeCopy()
+	}
+	os.RemoveAll(dir)
+}
+
+// mountpointFile, in a run's directory, records the --mountpoint the run
+// uses, for whoever cleans up after a killed avfs.
+const mountpointFile = "mountpoint.json"
+
+type mountpointRecord struct {
+	Dir          string `json:"dir"`
+	Materialized bool   `json:"materialized"`
+	Made         bool   `json:"made"`
+	Kept         uint32 `json:"kept"`
 }

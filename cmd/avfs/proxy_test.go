@@ -1277,15 +1277,39 @@ func TestProxyKilledEarly(t *testing.T) {
 func TestProxyKilled(t *testing.T) {
 	t.Parallel()
 	eachMode(t, func(t *testing.T, mode string) {
+		t.Run("private directory", func(t *testing.T) { testProxyKilled(t, mode, "") })
+		t.Run("mountpoint", func(t *testing.T) { testProxyKilled(t, mode, filepath.Join(t.TempDir(), "mp")) })
+	})
+}
+
+// testProxyKilled kills avfs -9 during a run (at mountpoint, when not
+// ""), and checks that the next run cleans up and works.
+func testProxyKilled(t *testing.T, mode, mountpoint string) {
+	{
 		a := newProxyAVFS(t)
 		a.write("before\n", "/f")
 		m := []string{"--mount-mode", mode}
+		if mountpoint != "" {
+			m = append(m, "--mountpoint", mountpoint)
+			t.Cleanup(func() {
+				if mounts := mountsUnder(filepath.Dir(mountpoint)); len(mounts) > 0 {
+					t.Errorf("mounts left: %q", mounts)
+				}
+				if _, err := os.Stat(mountpoint); !os.IsNotExist(err) {
+					t.Errorf("the --mountpoint avfs made is left: %v", err)
+				}
+			})
+		}
 		mk := marker()
 		s := a.startProxy(m, "sh", "-c", "echo during > during.txt; sleep "+mk+"; echo never")
 		waitFor(t, 10*time.Second, "the command to run", func() bool { return len(sleeping(mk)) > 0 })
+		mounted := a.tmpDir()
+		if mountpoint != "" {
+			mounted = filepath.Dir(mountpoint)
+		}
 		if mode == "fuse" {
-			if len(mountsUnder(a.tmpDir())) != 1 {
-				t.Fatalf("mounts while running: %q", mountsUnder(a.tmpDir()))
+			if len(mountsUnder(mounted)) != 1 {
+				t.Fatalf("mounts while running: %q", mountsUnder(mounted))
 			}
 			// A run that lasts longer than runner.GuardDelay has a guard.
 			waitFor(t, 10*time.Second, "the run's guard", func() bool { return len(guarding(a.tmpDir())) == 1 })
@@ -1307,7 +1331,7 @@ func TestProxyKilled(t *testing.T) {
 		if mode == "fuse" {
 			// The guard outlives avfs only to end what uses its mount, and unmount.
 			waitFor(t, 5*time.Second, "the run's processes and mount to go", func() bool {
-				return len(sleeping(mk)) == 0 && len(processesUsing(a.tmpDir())) == 0 && len(mountsUnder(a.tmpDir())) == 0 && len(guarding(a.tmpDir())) == 0
+				return len(sleeping(mk)) == 0 && len(processesUsing(mounted)) == 0 && len(mountsUnder(mounted)) == 0 && len(guarding(a.tmpDir())) == 0
 			})
 		}
 
@@ -1345,7 +1369,7 @@ func TestProxyKilled(t *testing.T) {
 			t.Fatalf("marks left: %d %v", marks, err)
 		}
 		a.vaultOK()
-	})
+	}
 }
 
 func TestProxyConcurrent(t *testing.T) {
