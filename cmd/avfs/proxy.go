@@ -90,6 +90,11 @@ func proxyExecCommand(e *env) *cli.Command {
 			case maxChanges == 0:
 				maxChanges = -1
 			}
+			for _, f := range []string{"timeout", "kill-grace", "ttl", "wait"} {
+				if c.Duration(f) < 0 {
+					return usageError("proxy exec: --%s must not be negative (got %s)", f, c.Duration(f))
+				}
+			}
 			req := runner.Request{
 				Vault: e.vaultName(), Argv: argv, Shell: shell, Cwd: c.String("cwd"),
 				Timeout: c.Duration("timeout"), KillGrace: c.Duration("kill-grace"), MaxOutput: maxOut, MaxChanges: maxChanges,

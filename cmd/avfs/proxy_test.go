@@ -1463,3 +1463,34 @@ func TestProxyForksInParallel(t *testing.T) {
 		}
 	})
 }
+
+// A wrong command line is a usage error (exit 2, an error document), not a
+// run: nothing is decided, audited or run.
+func TestProxyUsageErrors(t *testing.T) {
+	a := newProxyAVFS(t)
+	for _, args := range [][]string{
+		{},
+		{"--shell", "ls", "--", "ls"},
+		{"--timeout", "soon", "--", "ls"},
+		{"--timeout", "-5s", "--", "ls"},
+		{"--kill-grace", "-1s", "--", "ls"},
+		{"--wait", "-1s", "--", "ls"},
+		{"--ttl", "-1h", "--", "ls"},
+		{"--max-output", "lots", "--", "ls"},
+		{"--max-changes", "-1", "--", "ls"},
+		{"--no-such-flag", "--", "ls"},
+	} {
+		r := a.exec(nil, append([]string{"--json", "proxy", "exec"}, args...)...)
+		var doc struct {
+			Error *wire.ErrorBody `json:"error"`
+		}
+		if err := json.Unmarshal(r.stdout, &doc); err != nil || r.code != 2 || doc.Error == nil || doc.Error.Code != wire.CodeUsage {
+			t.Errorf("proxy exec %q: exit %d, %s (%v)", args, r.code, r.stdout, err)
+		}
+	}
+	for _, e := range a.audit() {
+		if e.Op == "exec" {
+			t.Errorf("a usage error was audited as a run: %+v", e)
+		}
+	}
+}
