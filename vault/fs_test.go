@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -273,4 +275,53 @@ func TestInodeAPIHistory(t *testing.T) {
 	if log[1].Size != 5 || log[3].Mode != 0o600 {
 		t.Fatalf("history states: %+v", log)
 	}
+}
+
+// A vault in use (a writer mount, a run: any lock of a live process) is
+// not deleted, --force or not: its user would go on writing to a file
+// that is gone.
+func TestDeleteRefusedWhileInUse(t *testing.T) {
+	ctx := context.Background()
+	for _, lock := range []string{LockMount, "exec"} {
+		s, v := newVault(t)
+		write(t, v, "/f", "keep me")
+		// pid 1 stands in for another live process.
+		if _, err := v.db.Exec("INSERT INTO locks (name, pid, host, since_ns, info) VALUES (?, 1, ?, 0, 'elsewhere')", lock, hostname()); err != nil {
+			t.Fatal(err)
+		}
+		for _, force := range []bool{false, true} {
+			err := s.Delete(ctx, "t", force)
+			if !wire.HasCode(err, wire.CodeVaultBusy) || !strings.Contains(err.Error(), "pid 1") {
+				t.Fatalf("%s lock, force %v: %v", lock, force, err)
+			}
+		}
+		if read(t, v, "/f") != "keep me" {
+			t.Fatal("content")
+		}
+		// The refused delete left no lock of its own behind.
+		if h, err := v.LockHolder(ctx, LockMount); lock == "exec" && (err != nil || h != nil) {
+			t.Fatalf("lock left by the refused delete: %+v %v", h, err)
+		}
+		// A dead holder's lock does not count.
+		if _, err := v.db.Exec("UPDATE locks SET pid = ?", deadPID(t)); err != nil {
+			t.Fatal(err)
+		}
+		v.Close()
+		if err := s.Delete(ctx, "t", false); err != nil {
+			t.Fatalf("delete after the holder died: %v", err)
+		}
+		if _, err := os.Stat(s.PathOf("t")); !os.IsNotExist(err) {
+			t.Fatalf("vault file left: %v", err)
+		}
+	}
+}
+
+// deadPID is the pid of a process that has exited.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
 }

@@ -139,3 +139,43 @@ func refuseIfMounted(t *txn, what string) error {
 	return wire.Errorf(wire.CodeVaultBusy, "%s: the vault is mounted for writing by pid %d at %s; change it through the mount, or unmount it first", what, h.PID, h.Info).
 		With("holder_pid", h.PID).With("holder", h.Name)
 }
+
+// claimForDelete fails with vault_busy while a live process other than
+// this one holds any lock of the vault (a writer mount, a run), and else
+// takes LockMount, so that none starts before the file is gone.
+func (v *Vault) claimForDelete(ctx context.Context) error {
+	return v.update(ctx, "lock vault", func(t *txn) error {
+		rows, err := t.tx.QueryContext(ctx, "SELECT name FROM locks")
+		if err != nil {
+			return err
+		}
+		var names []string
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				rows.Close()
+				return err
+			}
+			names = append(names, n)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, n := range names {
+			h, err := lockHolder(ctx, t.tx, n)
+			if err != nil {
+				return err
+			}
+			if h != nil && h.alive() && !(h.PID == os.Getpid() && h.Host == hostname()) {
+				return wire.Errorf(wire.CodeVaultBusy, "the vault is in use: %s lock held by pid %d on %s since %s (%s)",
+					h.Name, h.PID, h.Host, h.Since.Format(time.RFC3339), h.Info).With("holder_pid", h.PID).With("holder", h.Name)
+			}
+		}
+		if _, err := t.tx.ExecContext(ctx, "INSERT OR REPLACE INTO locks (name, pid, host, since_ns, info) VALUES (?, ?, ?, ?, ?)",
+			LockMount, os.Getpid(), hostname(), t.now, "delete"); err != nil {
+			return err
+		}
+		return nil
+	})
+}

@@ -144,6 +144,12 @@ func (s *Store) Delete(ctx context.Context, name string, force bool) error {
 	if err != nil {
 		return err
 	}
+	// Nobody may be using it: a writer mount or a run would go on writing
+	// to a file that is gone. The lock taken here keeps new ones out.
+	if err := v.claimForDelete(ctx); err != nil {
+		v.Close()
+		return fmt.Errorf("delete vault %q: %w", name, err)
+	}
 	info, err := v.Info(ctx)
 	if err != nil {
 		v.Close()
@@ -151,6 +157,7 @@ func (s *Store) Delete(ctx context.Context, name string, force bool) error {
 	}
 	if len(info.Forks) > 0 {
 		if !force {
+			v.Unlock(ctx, LockMount)
 			v.Close()
 			names := make([]string, len(info.Forks))
 			for i, f := range info.Forks {
@@ -161,6 +168,7 @@ func (s *Store) Delete(ctx context.Context, name string, force bool) error {
 		}
 		for _, f := range info.Forks {
 			if err := s.Detach(ctx, f.Name); err != nil && !wire.HasCode(err, wire.CodeVaultNotFound) {
+				v.Unlock(ctx, LockMount)
 				v.Close()
 				return fmt.Errorf("delete vault %q: %w", name, err)
 			}

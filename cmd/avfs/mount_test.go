@@ -71,6 +71,9 @@ func TestMountUnmountCommands(t *testing.T) {
 		t.Fatalf("busy message: %v", doc)
 	}
 	a.fail(1, "vault_busy", "rm", "/hello.txt")
+	// Deleting the vault under its mount is refused, --force or not.
+	a.fail(1, "vault_busy", "vault", "delete", "default")
+	a.fail(1, "vault_busy", "vault", "delete", "default", "--force")
 	if got := a.cat("/hello.txt"); got != "through the mount" {
 		t.Fatalf("cat while mounted: %q", got)
 	}

@@ -148,7 +148,7 @@ func vaultCommand(e *env) *cli.Command {
 			{
 				Name:      "delete",
 				Aliases:   []string{"rm"},
-				Usage:     "delete a vault (refused while it has forks unless --force)",
+				Usage:     "delete a vault (refused while it is mounted for writing or in a run, and while it has forks unless --force)",
 				UsageText: "avfs vault delete NAME [--force]\n\nexample: avfs vault delete scratch --force",
 				Flags:     []cli.Flag{&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "detach its forks first"}},
 				Action: func(c *cli.Context) error {
