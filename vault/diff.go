@@ -247,33 +247,44 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 				return nil, err
 			}
 		}
-		c := Change{Path: p}
 		switch {
 		case a == nil && b == nil:
-			continue
 		case a == nil:
-			c.Op, c.Kind = "added", b.kind
+			out = append(out, changeOf(p, "added", nil, b))
 		case b == nil:
-			c.Op, c.Kind = "deleted", a.kind
+			out = append(out, changeOf(p, "deleted", a, nil))
+		case a.kind != b.kind:
+			// Another kind of entry under the same name (a directory
+			// replaced by a file, say): the one went, the other came.
+			out = append(out, changeOf(p, "deleted", a, nil), changeOf(p, "added", nil, b))
+		case a.ino == b.ino && a.mode == b.mode && (a.kind == KindDir ||
+			a.size == b.size && a.mtime == b.mtime && a.target == b.target && bytes.Equal(a.chunks, b.chunks)):
 		default:
-			if a.ino == b.ino && a.kind == b.kind && a.mode == b.mode && (a.kind == KindDir ||
-				a.size == b.size && a.mtime == b.mtime && a.target == b.target && bytes.Equal(a.chunks, b.chunks)) {
-				continue
-			}
-			c.Op, c.Kind = "modified", b.kind
+			out = append(out, changeOf(p, "modified", a, b))
 		}
-		if a != nil {
-			sz, md := a.size, a.mode
-			c.SizeBefore, c.ModeBefore = &sz, &md
-		}
-		if b != nil {
-			sz, md := b.size, b.mode
-			c.SizeAfter, c.ModeAfter = &sz, &md
-		}
-		out = append(out, c)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	// By path; for a path whose kind changed, the deletion first.
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Path != out[j].Path {
+			return out[i].Path < out[j].Path
+		}
+		return out[i].Op == "deleted" && out[j].Op != "deleted"
+	})
 	return out, nil
+}
+
+// changeOf is the change at p from inode a (nil: none) to b (nil: none).
+func changeOf(p, op string, a, b *inode) Change {
+	c := Change{Path: p, Op: op}
+	if a != nil {
+		sz, md := a.size, a.mode
+		c.Kind, c.SizeBefore, c.ModeBefore = a.kind, &sz, &md
+	}
+	if b != nil {
+		sz, md := b.size, b.mode
+		c.Kind, c.SizeAfter, c.ModeAfter = b.kind, &sz, &md
+	}
+	return c
 }
 
 // queryInts returns the integers of a one-column query.

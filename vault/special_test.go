@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -111,9 +112,12 @@ func TestSpecialFiles(t *testing.T) {
 	}
 	got := map[string]string{}
 	for _, c := range ch {
-		got[c.Path] = c.Op + " " + c.Kind.String()
+		if got[c.Path] != "" {
+			got[c.Path] += ", "
+		}
+		got[c.Path] += c.Op + " " + c.Kind.String()
 	}
-	for p, want := range map[string]string{"/sock": "deleted socket", "/new-pipe": "added fifo", "/moved-pipe": "added fifo", "/pipe": "modified file"} {
+	for p, want := range map[string]string{"/sock": "deleted socket", "/new-pipe": "added fifo", "/moved-pipe": "added fifo", "/pipe": "deleted fifo, added file"} {
 		if got[p] != want {
 			t.Errorf("%s: %q, want %q (all: %v)", p, got[p], want, got)
 		}
@@ -130,3 +134,42 @@ func TestSpecialFiles(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// An entry replaced by one of another kind is listed as the one deleted
+// and the other added, in that order.
+func TestChangesWhenTheKindChanges(t *testing.T) {
+	ctx := context.Background()
+	_, v := newVault(t)
+	write(t, v, "/d/a", "1\n")
+	write(t, v, "/f", "x\n")
+	m, _ := v.Mark(ctx, "kinds")
+	if _, err := v.Remove(ctx, "/d", true); err != nil {
+		t.Fatal(err)
+	}
+	write(t, v, "/d", "file\n")
+	if _, err := v.Remove(ctx, "/f", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Mkdir(ctx, "/f", 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := v.ChangesSince(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range ch {
+		got = append(got, fmt.Sprintf("%s %s %s %v>%v", c.Op, c.Kind, c.Path, ptr(c.SizeBefore), ptr(c.SizeAfter)))
+	}
+	want := []string{"deleted dir /d 0>-", "added file /d ->5", "deleted file /d/a 2>-", "deleted file /f 2>-", "added dir /f ->0"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("changes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func ptr(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprint(*n)
+}
