@@ -259,12 +259,15 @@ func policyInspectCommand(e *env) *cli.Command {
 
 // testResult is the JSON document of `avfs policy test`.
 type testResult struct {
-	Passed   int            `json:"passed"`
-	Failed   int            `json:"failed"`
-	Errors   int            `json:"errors"`
-	Skipped  int            `json:"skipped"`
-	Tests    []testCase     `json:"tests"`
-	Coverage *coverageTotal `json:"coverage,omitempty"`
+	// DefaultBundle says whether the default bundle was loaded with the
+	// files given (not when they define its packages themselves).
+	DefaultBundle bool           `json:"default_bundle"`
+	Passed        int            `json:"passed"`
+	Failed        int            `json:"failed"`
+	Errors        int            `json:"errors"`
+	Skipped       int            `json:"skipped"`
+	Tests         []testCase     `json:"tests"`
+	Coverage      *coverageTotal `json:"coverage,omitempty"`
 }
 
 type testCase struct {
@@ -296,7 +299,9 @@ func policyTestCommand(e *env) *cli.Command {
 		UsageText: "avfs policy test [PATH…] [--coverage] [--verbose] [--run REGEX] [--no-default-bundle]",
 		Description: `Runs the test_ rules of the Rego files and directories given (data.json
 and data.yaml files in them are loaded too) together with the default bundle
-embedded in avfs, unless --no-default-bundle. Without PATH only the default
+embedded in avfs, unless --no-default-bundle or the files given define
+packages under its root (data.avfs: a copy of policies/ being changed, tested
+as opa test policies tests/rego would). Without PATH only the default
 bundle is loaded, which has no tests. Prints one PASS or FAIL line a test and
 exits 2 when a test fails. --coverage reports the coverage of the policy
 (non-test) files given, or of the default bundle when only tests are given.`,
@@ -362,6 +367,19 @@ func runPolicyTests(ctx context.Context, paths []string, opts testOptions) (test
 		}
 	}
 	coverDefault := len(covered) == 0
+	var def *bundles.Bundle
+	if opts.includeDefault {
+		var err error
+		if def, err = bundles.Default(); err != nil {
+			return res, err
+		}
+		// Files that define packages of the default bundle (a copy of
+		// policies/ being changed) take its place, as with opa test.
+		if replacesDefault(covered, def) {
+			def = nil
+		}
+	}
+	res.DefaultBundle = def != nil
 	runner := tester.NewRunner().
 		SetModules(modules).
 		CapturePrintOutput(true).
@@ -369,11 +387,7 @@ func runPolicyTests(ctx context.Context, paths []string, opts testOptions) (test
 		RaiseBuiltinErrors(true).
 		SetDefaultRegoVersion(ast.RegoV1).
 		Filter(opts.run)
-	if opts.includeDefault {
-		def, err := bundles.Default()
-		if err != nil {
-			return res, err
-		}
+	if def != nil {
 		runner.SetBundles(map[string]*bundle.Bundle{bundles.DefaultName: def.Bundle})
 		if coverDefault {
 			for _, m := range def.Bundle.Modules {
@@ -471,6 +485,23 @@ func coverageOf(cov *cover.Cover, modules map[string]*ast.Module) *coverageTotal
 		out.Percent = math.Round(10000*float64(covered)/float64(covered+notCovered)) / 100
 	}
 	return out
+}
+
+// replacesDefault is true when a policy module defines a package under a
+// root of the default bundle (data.avfs).
+func replacesDefault(modules map[string]*ast.Module, def *bundles.Bundle) bool {
+	if def.Bundle.Manifest.Roots == nil {
+		return false
+	}
+	for _, root := range *def.Bundle.Manifest.Roots {
+		prefix := ast.MustParseRef("data." + root)
+		for _, m := range modules {
+			if m.Package.Path.HasPrefix(prefix) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func printTests(w io.Writer, res testResult, verbose bool) error {

@@ -228,9 +228,16 @@ func TestPolicyTest(t *testing.T) {
 		t.Errorf("coverage of the default bundle = %v", cov["percent"])
 	}
 
+	// A copy of policies/ takes the default bundle's place, as opa test
+	// policies tests/rego would test it.
+	doc, code = runAVFSJSON(t, nil, "policy", "test", filepath.Join("..", "..", "policies"), tests, "--coverage")
+	if cov, _ := doc["coverage"].(map[string]any); code != 0 || doc["default_bundle"] != false || doc["failed"] != float64(0) || cov["percent"] != float64(100) {
+		t.Errorf("policies and tests: exit %d, %v", code, doc)
+	}
+
 	// An extension bundle tested with the default bundle, as docs/policy.md shows.
 	doc, code = runAVFSJSON(t, nil, "policy", "test", "--coverage", filepath.Join(testdataPolicy, "ext"), filepath.Join(testdataPolicy, "ext-tests"))
-	if cov, _ := doc["coverage"].(map[string]any); code != 0 || doc["passed"] != float64(4) || cov["percent"] != float64(100) {
+	if cov, _ := doc["coverage"].(map[string]any); code != 0 || doc["passed"] != float64(4) || cov["percent"] != float64(100) || doc["default_bundle"] != true {
 		t.Errorf("extension tests: exit %d, %v", code, doc)
 	}
 
