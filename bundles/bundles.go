@@ -207,9 +207,12 @@ func checkRoots(bs []*Bundle) error {
 			for _, ra := range a.Info().Roots {
 				for _, rb := range b.Info().Roots {
 					if bundle.RootPathsOverlap(ra, rb) {
-						return wire.Errorf(wire.CodeBundleInvalid,
-							"bundles %s and %s overlap: roots %q and %q (give each bundle its own roots in its .manifest; a bundle without a manifest owns all of data)",
-							a.Name, b.Name, ra, rb).With("bundles", []string{a.Name, b.Name})
+						hint := "give each bundle its own roots in its .manifest; a bundle without a manifest owns all of data"
+						if a.Name == DefaultName {
+							hint = "to use " + b.Name + " instead of the default bundle, add --no-default-bundle (or policy.no_default_bundle in the config); an extension needs roots of its own, such as extensions/NAME"
+						}
+						return wire.Errorf(wire.CodeBundleInvalid, "bundles %s and %s overlap: roots %q and %q (%s)",
+							a.Name, b.Name, ra, rb, hint).With("bundles", []string{a.Name, b.Name})
 					}
 				}
 			}

@@ -159,7 +159,7 @@ func TestPolicyEvalBrokenBundle(t *testing.T) {
 		t.Errorf("error %v does not name the file and line", errObj)
 	}
 	_, stderr, code := runAVFS(t, nil, "policy", "eval", "--bundle", filepath.Join(testdataPolicy, "overlap"), "--", "ls")
-	if code != 1 || !strings.Contains(stderr, "overlap") {
+	if code != 1 || !strings.Contains(stderr, "overlap") || !strings.Contains(stderr, "--no-default-bundle") {
 		t.Errorf("overlapping roots: exit %d, %s", code, stderr)
 	}
 	doc, code = runAVFSJSON(t, nil, "policy", "eval", "--bundle", filepath.Join(testdataPolicy, "ext.tar.gz"),
