@@ -68,7 +68,7 @@ func quotaCommand(e *env) *cli.Command {
 				UsageText: "avfs quota set [--max-size-mb N] [--max-files N] [--max-file-size-mb N]\n\nexample: avfs quota set --max-size-mb 100",
 				Flags: []cli.Flag{
 					&cli.Int64Flag{Name: "max-size-mb", Usage: "total size of the files in `MiB`"},
-					&cli.Int64Flag{Name: "max-files", Usage: "number of files, directories and symlinks"},
+					&cli.Int64Flag{Name: "max-files", Usage: "number of entries: files, directories, symlinks, named pipes and socket nodes"},
 					&cli.Int64Flag{Name: "max-file-size-mb", Usage: "size of one file in `MiB`"},
 				},
 				Action: func(c *cli.Context) error {
