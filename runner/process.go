@@ -155,10 +155,18 @@ type Proc struct {
 	err  error
 }
 
+// Interrupted is the cause (context.Cause) of a context cancelled because
+// avfs received a signal: the command's processes are then sent that
+// signal rather than SIGTERM, as if it had reached them (Ctrl-C makes a
+// Python program raise KeyboardInterrupt), and SIGKILL after the grace.
+type Interrupted struct{ Signal syscall.Signal }
+
+func (i Interrupted) Error() string { return "interrupted by " + unix.SignalName(i.Signal) }
+
 // Run runs spec and returns when the command and every process it started
 // have ended and both streams are drained. Cancelling ctx (e.g. on SIGINT
-// or SIGTERM to avfs) ends the command as a timeout does, but TimedOut stays
-// false. The error, a *wire.Error, is only for failures on avfs's side; the
+// or SIGTERM to avfs) ends the command as a timeout does, with the signal
+// of an Interrupted cause first, but TimedOut stays false. The error, a *wire.Error, is only for failures on avfs's side; the
 // command's own failures are in the result.
 func Run(ctx context.Context, spec ProcSpec) (ProcResult, error) {
 	p, err := Start(ctx, spec)
@@ -600,7 +608,12 @@ wait:
 		timedOut, over = false, true
 	default:
 	}
-	killed, end, stuck := p.terminate(over)
+	first := unix.SIGTERM
+	var in Interrupted
+	if !timedOut && errors.As(context.Cause(p.ctx), &in) {
+		first = in.Signal // forwarded: Ctrl-C reaches the command as SIGINT
+	}
+	killed, end, stuck := p.terminate(over, first)
 
 	var res ProcResult
 	var err error
@@ -658,14 +671,15 @@ wait:
 }
 
 // terminate ends every live process of the command, the command included:
-// SIGTERM and SIGCONT (so stopped processes see the SIGTERM), and SIGKILL
-// to what is left after KillGrace, repeated until nothing is left or
-// killWait has passed. Processes found meanwhile get the same treatment.
+// first (SIGTERM, or the signal avfs received) and SIGCONT (so stopped
+// processes see it), and SIGKILL to what is left after KillGrace, repeated
+// until nothing is left or killWait has passed. Processes found meanwhile
+// get the same treatment.
 // It returns the descendants it signalled, the time the last process
 // ended, and the processes that would not die. exited says the command
 // itself has exited; when it was avfs's only child, nothing is left and no
 // scan is needed.
-func (p *Proc) terminate(exited bool) (killed []int, end time.Time, stuck map[int]bool) {
+func (p *Proc) terminate(exited bool, first unix.Signal) (killed []int, end time.Time, stuck map[int]bool) {
 	tr := p.tr
 	if exited && tr.onlyChild() {
 		return nil, time.Now(), nil
@@ -690,7 +704,7 @@ func (p *Proc) terminate(exited bool) (killed []int, end time.Time, stuck map[in
 		return fresh
 	}
 	note(alive)
-	tr.signalAll(unix.SIGTERM)
+	tr.signalAll(first)
 	tr.signalAll(unix.SIGCONT)
 	graceEnd := time.Now().Add(p.spec.KillGrace)
 	var killEnd time.Time
@@ -711,7 +725,7 @@ func (p *Proc) terminate(exited bool) (killed []int, end time.Time, stuck map[in
 		switch {
 		case killEnd.IsZero() && now.Before(graceEnd):
 			for _, pid := range fresh {
-				tr.signalPid(pid, tr.ours[pid], unix.SIGTERM)
+				tr.signalPid(pid, tr.ours[pid], first)
 				tr.signalPid(pid, tr.ours[pid], unix.SIGCONT)
 			}
 		case killEnd.IsZero() || now.Before(killEnd):

@@ -710,3 +710,39 @@ func TestDirServed(t *testing.T) {
 		})
 	}
 }
+
+// A context cancelled because avfs was interrupted sends the command that
+// signal (Ctrl-C arrives as SIGINT); other cancellations send SIGTERM.
+func TestCancelForwardsTheSignal(t *testing.T) {
+	for _, tc := range []struct {
+		cause error
+		want  string
+	}{
+		{Interrupted{Signal: syscall.SIGINT}, "INT"},
+		{Interrupted{Signal: syscall.SIGTERM}, "TERM"},
+		{errors.New("gone"), "TERM"},
+	} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		pr, pw := io.Pipe()
+		p, err := Start(ctx, ProcSpec{
+			Argv:      []string{"sh", "-c", `trap 'echo got INT; exit 7' INT; trap 'echo got TERM; exit 8' TERM; echo ready; while :; do sleep 0.05; done`},
+			Env:       testEnv,
+			Stdout:    pw,
+			KillGrace: 5 * time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 6)
+		if _, err := io.ReadFull(pr, buf); err != nil || string(buf) != "ready\n" {
+			t.Fatalf("read %q, %v", buf, err)
+		}
+		go io.Copy(io.Discard, pr)
+		cancel(tc.cause)
+		res, err := p.Wait()
+		if want := "ready\ngot " + tc.want + "\n"; err != nil || string(res.Stdout.Bytes()) != want || res.TimedOut {
+			t.Errorf("%v: got %+v, %v; want stdout %q", tc.cause, res, err, want)
+		}
+		pw.Close()
+	}
+}

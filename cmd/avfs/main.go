@@ -7,11 +7,22 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"avfs/runner"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGINT and SIGTERM cancel ctx with the signal as the cause: a running
+	// command is sent the same signal. Later ones are caught and ignored
+	// while avfs cleans up.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		cancel(runner.Interrupted{Signal: s.(syscall.Signal)})
+	}()
 	code := run(ctx, os.Args, os.Stdin, os.Stdout, os.Stderr)
-	stop()
+	signal.Stop(sigs)
 	os.Exit(code)
 }

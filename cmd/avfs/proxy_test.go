@@ -1248,6 +1248,31 @@ func (s *startedRun) wait(t *testing.T) proxyRun {
 	return decodeProxyRun(t, s.args, exitCode(err), s.out.Bytes(), s.errb.Bytes())
 }
 
+// SIGINT to avfs (Ctrl-C) reaches the command as SIGINT, and avfs still
+// reports the run and cleans up.
+func TestProxyInterrupted(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode string) {
+		a := newProxyAVFS(t)
+		mk := marker()
+		s := a.startProxy([]string{"--mount-mode", mode}, "sh", "-c",
+			`trap 'echo got INT; echo interrupted > note.txt; exit 5' INT; echo started; while :; do sleep `+mk+`; done`)
+		waitFor(t, 10*time.Second, "the command to run", func() bool { return len(sleeping(mk)) > 0 })
+		if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		r := s.wait(t)
+		if r.code != 5 || r.env.Process == nil || r.env.Process.Stdout != "started\ngot INT\n" {
+			t.Fatalf("interrupted run: exit %d: %s", r.code, r.raw)
+		}
+		equalSlice(t, "changes", changeLines(r.env.Changes), []string{"added file /note.txt ->12 >0644"})
+		if left := sleeping(mk); len(left) > 0 {
+			t.Fatalf("processes left: %v", left)
+		}
+		a.vaultOK()
+	})
+}
+
 // A run killed before its guard started is cleaned up by the next run.
 func TestProxyKilledEarly(t *testing.T) {
 	t.Parallel()
