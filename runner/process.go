@@ -130,6 +130,9 @@ type ProcResult struct {
 	// Killed lists the pids of the command's descendants that were still
 	// running when it exited or was ended, and were therefore ended too.
 	Killed []int
+	// Interrupted is the signal of an Interrupted cancellation that ended
+	// the command before it exited by itself ("SIGINT"), or "".
+	Interrupted string
 }
 
 // Proc is a started command.
@@ -608,10 +611,11 @@ wait:
 		timedOut, over = false, true
 	default:
 	}
-	first := unix.SIGTERM
+	first, interrupted := unix.SIGTERM, ""
 	var in Interrupted
-	if !timedOut && errors.As(context.Cause(p.ctx), &in) {
+	if !over && !timedOut && errors.As(context.Cause(p.ctx), &in) {
 		first = in.Signal // forwarded: Ctrl-C reaches the command as SIGINT
+		interrupted = unix.SignalName(in.Signal)
 	}
 	killed, end, stuck := p.terminate(over, first)
 
@@ -660,7 +664,7 @@ wait:
 		t.close(teeWait)
 	}
 
-	res.TimedOut = timedOut
+	res.TimedOut, res.Interrupted = timedOut, interrupted
 	res.Duration = end.Sub(p.started)
 	res.Killed = killed
 	res.Stdout = p.stdout.cap.output()

@@ -740,7 +740,11 @@ func TestCancelForwardsTheSignal(t *testing.T) {
 		go io.Copy(io.Discard, pr)
 		cancel(tc.cause)
 		res, err := p.Wait()
-		if want := "ready\ngot " + tc.want + "\n"; err != nil || string(res.Stdout.Bytes()) != want || res.TimedOut {
+		wantInterrupted := ""
+		if _, ok := tc.cause.(Interrupted); ok {
+			wantInterrupted = "SIG" + tc.want
+		}
+		if want := "ready\ngot " + tc.want + "\n"; err != nil || string(res.Stdout.Bytes()) != want || res.TimedOut || res.Interrupted != wantInterrupted {
 			t.Errorf("%v: got %+v, %v; want stdout %q", tc.cause, res, err, want)
 		}
 		pw.Close()

@@ -94,6 +94,9 @@ type ProcessReport struct {
 	StdoutOmittedAt   int64  `json:"stdout_omitted_at,omitempty"` // base64 output: byte offset of the cut
 	StderrOmittedAt   int64  `json:"stderr_omitted_at,omitempty"`
 	KilledDescendants int    `json:"killed_descendants"` // processes it left running that avfs ended
+	// Interrupted names the signal avfs received and forwarded ("SIGINT",
+	// "SIGTERM") when that cut the run short; absent otherwise.
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
 // Change is one path the command added, modified or deleted.

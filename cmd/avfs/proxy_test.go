@@ -1262,7 +1262,7 @@ func TestProxyInterrupted(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := s.wait(t)
-		if r.code != 5 || r.env.Process == nil || r.env.Process.Stdout != "started\ngot INT\n" {
+		if r.code != 5 || r.env.Process == nil || r.env.Process.Stdout != "started\ngot INT\n" || r.env.Process.Interrupted != "SIGINT" {
 			t.Fatalf("interrupted run: exit %d: %s", r.code, r.raw)
 		}
 		equalSlice(t, "changes", changeLines(r.env.Changes), []string{"added file /note.txt ->12 >0644"})
