@@ -193,6 +193,9 @@ func printEnvelope(e *env, env *wire.Envelope, streamed bool) {
 		if p.TimedOut {
 			s += " (timed out)"
 		}
+		if p.Interrupted != "" {
+			s += " (interrupted: " + p.Interrupted + " forwarded)"
+		}
 		changes := fmt.Sprintf("%d change(s)", env.ChangesTotal)
 		if env.ChangesTruncated {
 			changes += fmt.Sprintf(" (%d listed with --json)", len(env.Changes))
