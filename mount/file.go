@@ -302,8 +302,15 @@ func (of *openFile) read(ctx context.Context, dest []byte, off int64) (int, sysc
 			} else {
 				clear(dst)
 			}
-		} else if err := of.readBase(ctx, dst, pos); err != nil {
-			return 0, errno(err)
+		} else {
+			// The clean chunks up to the next dirty one are read from the
+			// vault together: one query fetches them all.
+			for ce < end && of.dirty[ce/chunkSize] == nil {
+				ce = min(ce+chunkSize, end)
+			}
+			if err := of.readBase(ctx, dest[pos-off:ce-off], pos); err != nil {
+				return 0, errno(err)
+			}
 		}
 		pos = ce
 	}

@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -94,4 +95,48 @@ func TestFifosAndSockets(t *testing.T) {
 		t.Error("/pipe still there after the rename")
 	}
 	s.mustCheck()
+}
+
+// A read across chunks, some written but not yet flushed and some not,
+// returns each from where it is: the buffer or the vault.
+func TestReadAcrossDirtyAndCleanChunks(t *testing.T) {
+	s := serve(t, false)
+	const chunk = 64 << 10
+	want := make([]byte, 5*chunk+123)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	p := s.path("big")
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	patch := []byte("dirty chunk two and three")
+	off := int64(3*chunk - 10) // straddles chunks 2 and 3
+	if _, err := f.WriteAt(patch, off); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[off:], patch)
+	// Drop the kernel's cached pages, so that the reads reach the mount.
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct{ off, n int }{{0, len(want)}, {chunk - 5, 4 * chunk}, {3 * chunk, chunk + 200}, {4*chunk + 1, chunk}} {
+		got := make([]byte, w.n)
+		n, err := f.ReadAt(got, int64(w.off))
+		end := min(w.off+w.n, len(want))
+		if n != end-w.off || (err != nil && err != io.EOF) || !bytes.Equal(got[:n], want[w.off:end]) {
+			t.Errorf("read %d at %d: n %d, %v", w.n, w.off, n, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("after close: %v", err)
+	}
 }
