@@ -62,6 +62,9 @@ func (v *Vault) chunkData(ctx ctxT, q querier, hash []byte) ([]byte, error) {
 	return p.chunkData(ctx, p.r, hash)
 }
 
+// readBatch is the number of chunks readAt fetches with one query.
+const readBatch = 16
+
 // readAt reads from a file's content at off. It returns io.EOF at or past the end.
 // The chunks it needs are fetched with one query (a FUSE read asks for up
 // to 1 MiB, 16 chunks): one statement per chunk costs more than the copy.
@@ -72,6 +75,23 @@ func (v *Vault) readAt(ctx ctxT, q querier, in *inode, p []byte, off int64) (int
 	end := off + int64(len(p))
 	if end > in.size {
 		end = in.size
+	}
+	if batch := int64(readBatch * ChunkSize); end-off > batch {
+		// Long reads go by batches of chunks: a query of bounded size.
+		n := 0
+		for pos := off; pos < end; {
+			next := min((pos/batch+1)*batch, end)
+			k, err := v.readAt(ctx, q, in, p[pos-off:next-off], pos)
+			n += k
+			if err != nil && err != io.EOF {
+				return n, err
+			}
+			pos = next
+		}
+		if int64(n) < int64(len(p)) {
+			return n, io.EOF
+		}
+		return n, nil
 	}
 	// region is the part of p that chunk hash (nil: a hole) fills, from
 	// byte from of the chunk on.

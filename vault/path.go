@@ -147,7 +147,7 @@ func (v *Vault) resolveParent(ctx context.Context, q querier, p string) (int64, 
 // copyContent streams a file's content to w, up to 16 chunks at a time.
 func (v *Vault) copyContent(ctx context.Context, q querier, in *inode, w io.Writer) (int64, error) {
 	// Up to 16 chunks a read (one query), no more than the file needs.
-	buf := make([]byte, max(min(in.size, 16*ChunkSize), 1))
+	buf := make([]byte, max(min(in.size, readBatch*ChunkSize), 1))
 	var off int64
 	for off < in.size {
 		n, err := v.readAt(ctx, q, in, buf, off)

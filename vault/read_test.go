@@ -54,6 +54,17 @@ func TestReadAtAcrossChunks(t *testing.T) {
 			t.Errorf("read %d bytes at %d: n %d, err %v, equal %v", w.n, w.off, n, err, bytes.Equal(p[:n], want[w.off:end]))
 		}
 	}
+	// A read longer than a batch of chunks.
+	long := bytes.Repeat(want, 5)
+	write(t, fork, "/long", string(long))
+	le, _ := fork.Stat(ctx, "/long")
+	p := make([]byte, len(long)+10)
+	if n, err := fork.ReadAt(ctx, le.Ino, p, 0); n != len(long) || err != io.EOF || !bytes.Equal(p[:n], long) {
+		t.Errorf("long read: n %d, err %v", n, err)
+	}
+	if n, err := fork.ReadAt(ctx, le.Ino, p[:20*ChunkSize], 3*ChunkSize+5); n != 20*ChunkSize || err != nil || !bytes.Equal(p[:n], long[3*ChunkSize+5:][:n]) {
+		t.Errorf("long read at an offset: n %d, err %v", n, err)
+	}
 	mustCheck(t, fork)
 
 	// A fork of the fork: chunks from three vaults in one read.
@@ -68,7 +79,7 @@ func TestReadAtAcrossChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	copy(want, mine)
-	p := make([]byte, len(want))
+	p = make([]byte, len(want))
 	if n, err := grand.ReadAt(ctx, e.Ino, p, 0); n != len(want) || (err != nil && err != io.EOF) || !bytes.Equal(p, want) {
 		t.Errorf("grandchild: n %d, err %v, equal %v", n, err, bytes.Equal(p, want))
 	}
