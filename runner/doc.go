@@ -12,12 +12,15 @@
 // head-and-tail captures. While the command runs, avfs is a child subreaper,
 // so descendants that double-fork or setsid are reparented to avfs rather
 // than to init, and /proc is scanned every few tens of milliseconds to learn
-// which processes descend from the command.
+// which processes descend from the command. A command that is over before
+// the first scan, and left nothing behind (it was avfs's only child), costs
+// no scan at all.
 //
 // When the command exits, times out or its context is cancelled, every
-// process that is still running and belongs to it gets SIGTERM (and SIGCONT),
-// then SIGKILL after a grace period; what was killed is reaped with wait4 on
-// its own pid, never wait4(-1). Wait returns only when all of them are gone
+// process that is still running and belongs to it gets SIGTERM (or, when
+// the context was cancelled with an Interrupted cause, the signal avfs
+// received) and SIGCONT, then SIGKILL after a grace period; what was killed
+// is reaped with wait4 on its own pid, never wait4(-1). Wait returns only when all of them are gone
 // and both streams are drained (or a safety bound has passed).
 //
 // Which processes belong to the command is decided by the rule documented on
