@@ -139,6 +139,10 @@ def show_run(env):
         log("program not found: %s" % env["command"]["argv"][:1])
     elif p["signal"]:
         log("killed by %s" % p["signal"])
+    if p.get("interrupted"):
+        log("cut short: avfs received %s and passed it on" % p["interrupted"])
+    if (env.get("mount") or {}).get("discarded"):
+        log("read-only run: %d change(s) to the copy were thrown away" % env["mount"]["discarded"])
     log("exit %d, %d change(s)" % (p["exit_code"], env.get("changes_total", len(env["changes"]))))
     for c in env["changes"]:
         log("  " + describe_change(c))
