@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // avfsBin is the binary under test: $AVFS_BIN, else built once by TestMain.
@@ -1002,5 +1004,43 @@ func TestHelp(t *testing.T) {
 	// Help does not create the default vault.
 	if _, err := os.Stat(filepath.Join(a.home, "vaults", "default.avfs")); err == nil {
 		t.Errorf("help created the default vault")
+	}
+}
+
+// Named pipes and socket nodes go in and out with import and export, and
+// show as such.
+func TestSpecialFilesCommands(t *testing.T) {
+	a := newAVFS(t)
+	src := t.TempDir()
+	if err := unix.Mkfifo(filepath.Join(src, "pipe"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mknod(filepath.Join(src, "sock"), unix.S_IFSOCK|0o600, 0); err != nil {
+		t.Fatal(err)
+	}
+	res := a.ok("import", src, "/s")
+	if res["special"] != float64(2) {
+		t.Fatalf("import: %v", res)
+	}
+	var st struct {
+		Kind string `json:"kind"`
+	}
+	a.into(&st, "stat", "/s/pipe")
+	equal(t, "kind", st.Kind, "fifo")
+	r := a.exec(nil, "ls", "-l", "/s")
+	if out := string(r.stdout); !strings.Contains(out, "prw-r-----") || !strings.Contains(out, "srw-------") {
+		t.Errorf("ls -l: %s", out)
+	}
+	r = a.exec(nil, "tree", "/s")
+	if out := string(r.stdout); !strings.Contains(out, "pipe|") || !strings.Contains(out, "sock=") {
+		t.Errorf("tree: %s", out)
+	}
+	a.fail(1, "invalid_input", "cat", "/s/pipe")
+	out := filepath.Join(t.TempDir(), "out")
+	a.ok("export", "/s", out)
+	for name, mode := range map[string]os.FileMode{"pipe": os.ModeNamedPipe | 0o640, "sock": os.ModeSocket | 0o600} {
+		if fi, err := os.Lstat(filepath.Join(out, name)); err != nil || fi.Mode() != mode {
+			t.Errorf("exported %s: %v %v", name, fi, err)
+		}
 	}
 }

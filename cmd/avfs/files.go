@@ -118,8 +118,13 @@ func filesCommands(e *env) []*cli.Command {
 							if i == 0 {
 								name = en.Path
 							}
-							if en.Kind == vault.KindDir && i > 0 {
+							switch {
+							case en.Kind == vault.KindDir && i > 0:
 								name += "/"
+							case en.Kind == vault.KindFifo:
+								name += "|" // as ls -F marks them
+							case en.Kind == vault.KindSocket:
+								name += "="
 							}
 							if en.Kind == vault.KindSymlink {
 								name += " -> " + en.Target
