@@ -87,8 +87,13 @@ type served struct {
 
 func serve(t *testing.T, readonly bool, env ...string) *served {
 	t.Helper()
+	return serveIn(t, t.TempDir(), readonly, env...)
+}
+
+// serveIn is serve with the vault in home.
+func serveIn(t *testing.T, home string, readonly bool, env ...string) *served {
+	t.Helper()
 	requireFUSE(t)
-	home := t.TempDir()
 	st := vault.NewStore(home, vault.Options{Actor: "test"})
 	v, err := st.Create(context.Background(), "m")
 	if err != nil {

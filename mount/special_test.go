@@ -3,6 +3,8 @@ package mount
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -139,4 +141,41 @@ func TestReadAcrossDirtyAndCleanChunks(t *testing.T) {
 	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("after close: %v", err)
 	}
+}
+
+// When the disk that holds the vault is full, the writer gets ENOSPC (not
+// EIO), and the vault keeps what it had.
+func TestDiskFullIsENOSPC(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs as root: this test mounts a small tmpfs")
+		}
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	home := t.TempDir()
+	if err := unix.Mount("tmpfs", home, "tmpfs", 0, "size=3m"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(home, unix.MNT_DETACH) })
+	s := serveIn(t, home, false)
+	if err := os.WriteFile(s.path("kept"), []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 8<<20)
+	rand.Read(big) // no two chunks alike: nothing deduplicates
+	f, err := os.Create(s.path("big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, werr := f.Write(big)
+	serr := f.Sync()
+	cerr := f.Close()
+	if !errors.Is(werr, syscall.ENOSPC) && !errors.Is(serr, syscall.ENOSPC) && !errors.Is(cerr, syscall.ENOSPC) {
+		t.Fatalf("write %v, fsync %v, close %v: want ENOSPC", werr, serr, cerr)
+	}
+	if got, err := os.ReadFile(s.path("kept")); err != nil || string(got) != "kept\n" {
+		t.Fatalf("kept: %q %v", got, err)
+	}
+	s.stop()
+	s.mustCheck()
 }

@@ -2,14 +2,17 @@ package vault
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mattn/go-sqlite3"
 	"golang.org/x/sys/unix"
 
 	"avfs/wire"
@@ -172,4 +175,13 @@ func ptr(n *int64) string {
 		return "-"
 	}
 	return fmt.Sprint(*n)
+}
+
+// A full disk is host_io, and ENOSPC underneath, which a mount passes on
+// to the writer.
+func TestDiskFullIsENOSPC(t *testing.T) {
+	err := storageErr("write /f", sqlite3.Error{Code: sqlite3.ErrFull})
+	if !wire.HasCode(err, wire.CodeHostIO) || !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("%v", err)
+	}
 }

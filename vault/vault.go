@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -314,7 +315,8 @@ func storageErr(op string, err error) error {
 		case sqlite3.ErrBusy, sqlite3.ErrLocked:
 			return wire.Errorf(wire.CodeVaultBusy, "%s: vault is busy: %w", op, err)
 		case sqlite3.ErrFull:
-			return wire.Errorf(wire.CodeHostIO, "%s: disk full: %w", op, err)
+			// ENOSPC too: a mount answers the writer with it.
+			return wire.Errorf(wire.CodeHostIO, "%s: disk full (%w): %w", op, syscall.ENOSPC, err)
 		case sqlite3.ErrCorrupt, sqlite3.ErrNotADB:
 			return wire.Errorf(wire.CodeIntegrity, "%s: vault file is damaged: %w", op, err)
 		case sqlite3.ErrReadonly, sqlite3.ErrPerm, sqlite3.ErrCantOpen, sqlite3.ErrIoErr:

@@ -73,7 +73,11 @@ type Error struct {
 // verb in format records the wrapped error as the cause.
 func Errorf(code Code, format string, args ...any) *Error {
 	e := fmt.Errorf(format, args...)
-	return &Error{Code: code, Message: e.Error(), Err: errors.Unwrap(e)}
+	cause := errors.Unwrap(e)
+	if _, several := e.(interface{ Unwrap() []error }); several {
+		cause = e // format wraps more than one error: errors.Is and As see them all
+	}
+	return &Error{Code: code, Message: e.Error(), Err: cause}
 }
 
 func (e *Error) Error() string { return e.Message }

@@ -35,3 +35,16 @@ func TestErrorBodyDetails(t *testing.T) {
 		t.Fatalf("override: %s", data)
 	}
 }
+
+// An error made from a format that wraps several errors unwraps to all of
+// them.
+func TestErrorfWrapsSeveral(t *testing.T) {
+	first, second := errors.New("first"), errors.New("second")
+	e := Errorf(CodeHostIO, "op (%w): %w", first, second)
+	if !errors.Is(e, first) || !errors.Is(e, second) || e.Message != "op (first): second" || e.Code != CodeHostIO {
+		t.Errorf("%+v", e)
+	}
+	if one := Errorf(CodeInternal, "op: %w", first); !errors.Is(one, first) || one.Unwrap() != first {
+		t.Errorf("one cause: %+v", one)
+	}
+}
