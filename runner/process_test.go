@@ -397,19 +397,7 @@ func TestCancel(t *testing.T) {
 
 func TestSignal(t *testing.T) {
 	pr, pw := io.Pipe()
-	p, err := Start(context.Background(), ProcSpec{
-		Argv:   []string{"sh", "-c", `trap 'echo got INT; exit 7' INT; echo ready; while :; do sleep 0.05; done`},
-		Env:    testEnv,
-		Stdout: pw,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 6)
-	if _, err := io.ReadFull(pr, buf); err != nil || string(buf) != "ready\n" {
-		t.Fatalf("read %q, %v", buf, err)
-	}
-	go io.Copy(io.Discard, pr)
+	p := startTrapping(t, context.Background(), pr, pw)
 	if err := p.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -724,20 +712,7 @@ func TestCancelForwardsTheSignal(t *testing.T) {
 	} {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		pr, pw := io.Pipe()
-		p, err := Start(ctx, ProcSpec{
-			Argv:      []string{"sh", "-c", `trap 'echo got INT; exit 7' INT; trap 'echo got TERM; exit 8' TERM; echo ready; while :; do sleep 0.05; done`},
-			Env:       testEnv,
-			Stdout:    pw,
-			KillGrace: 5 * time.Second,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 6)
-		if _, err := io.ReadFull(pr, buf); err != nil || string(buf) != "ready\n" {
-			t.Fatalf("read %q, %v", buf, err)
-		}
-		go io.Copy(io.Discard, pr)
+		p := startTrapping(t, ctx, pr, pw)
 		cancel(tc.cause)
 		res, err := p.Wait()
 		wantInterrupted := ""
@@ -749,4 +724,26 @@ func TestCancelForwardsTheSignal(t *testing.T) {
 		}
 		pw.Close()
 	}
+}
+
+// startTrapping starts a shell that prints "got INT" or "got TERM" and
+// exits 7 or 8 on those signals, with a live copy of its stdout into pw,
+// and returns once it is ready (pr is then drained in the background).
+func startTrapping(t *testing.T, ctx context.Context, pr *io.PipeReader, pw *io.PipeWriter) *Proc {
+	t.Helper()
+	p, err := Start(ctx, ProcSpec{
+		Argv:      []string{"sh", "-c", `trap 'echo got INT; exit 7' INT; trap 'echo got TERM; exit 8' TERM; echo ready; while :; do sleep 0.05; done`},
+		Env:       testEnv,
+		Stdout:    pw,
+		KillGrace: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(pr, buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	go io.Copy(io.Discard, pr)
+	return p
 }
