@@ -2,9 +2,10 @@ package mount
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // closeFUSEOnExec marks every /dev/fuse descriptor of this process
@@ -23,9 +24,18 @@ func closeFUSEOnExec() error {
 		if err != nil {
 			continue
 		}
-		if t, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && t == "/dev/fuse" {
+		// Nearly every descriptor is close-on-exec already (Go opens them
+		// so): only the others are looked at.
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC != 0 {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == fuseDev {
 			syscall.CloseOnExec(fd)
 		}
 	}
 	return nil
 }
+
+// fuseDev is the device number of /dev/fuse (character device 10, 229).
+var fuseDev = unix.Mkdev(10, 229)
