@@ -104,10 +104,7 @@ func (v *Vault) Import(ctx context.Context, hostPath, vaultPath string) (Transfe
 				res.Files++
 				res.Bytes += in.size
 			case fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
-				kind := KindFifo
-				if fi.Mode()&fs.ModeSocket != 0 {
-					kind = KindSocket
-				}
+				kind, _ := hostKind(fi)
 				if in, err = v.replaceNode(t, vp, kind, mode, ""); err != nil {
 					return err
 				}

@@ -145,37 +145,38 @@ func refuseIfMounted(t *txn, what string) error {
 // takes LockMount, so that none starts before the file is gone.
 func (v *Vault) claimForDelete(ctx context.Context) error {
 	return v.update(ctx, "lock vault", func(t *txn) error {
-		rows, err := t.tx.QueryContext(ctx, "SELECT name FROM locks")
+		holders, err := lockHolders(ctx, t.tx)
 		if err != nil {
 			return err
 		}
-		var names []string
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				rows.Close()
-				return err
-			}
-			names = append(names, n)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, n := range names {
-			h, err := lockHolder(ctx, t.tx, n)
-			if err != nil {
-				return err
-			}
-			if h != nil && h.alive() && !(h.PID == os.Getpid() && h.Host == hostname()) {
+		for _, h := range holders {
+			if h.alive() && !(h.PID == os.Getpid() && h.Host == hostname()) {
 				return wire.Errorf(wire.CodeVaultBusy, "the vault is in use: %s lock held by pid %d on %s since %s (%s)",
 					h.Name, h.PID, h.Host, h.Since.Format(time.RFC3339), h.Info).With("holder_pid", h.PID).With("holder", h.Name)
 			}
 		}
-		if _, err := t.tx.ExecContext(ctx, "INSERT OR REPLACE INTO locks (name, pid, host, since_ns, info) VALUES (?, ?, ?, ?, ?)",
-			LockMount, os.Getpid(), hostname(), t.now, "delete"); err != nil {
-			return err
-		}
-		return nil
+		_, err = t.tx.ExecContext(ctx, "INSERT OR REPLACE INTO locks (name, pid, host, since_ns, info) VALUES (?, ?, ?, ?, ?)",
+			LockMount, os.Getpid(), hostname(), t.now, "delete")
+		return err
 	})
+}
+
+// lockHolders returns every row of the locks table, live holders or not.
+func lockHolders(ctx context.Context, q querier) ([]Holder, error) {
+	rows, err := q.QueryContext(ctx, "SELECT name, pid, host, since_ns, info FROM locks")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var hs []Holder
+	for rows.Next() {
+		var h Holder
+		var ns int64
+		if err := rows.Scan(&h.Name, &h.PID, &h.Host, &ns, &h.Info); err != nil {
+			return nil, err
+		}
+		h.Since = time.Unix(0, ns)
+		hs = append(hs, h)
+	}
+	return hs, rows.Err()
 }

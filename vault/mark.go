@@ -66,21 +66,8 @@ func (v *Vault) Release(ctx context.Context, m Mark) error {
 func (v *Vault) ReleaseMarks(ctx context.Context) (int, error) {
 	var n int
 	err := v.update(ctx, "release marks", func(t *txn) error {
-		rows, err := t.tx.QueryContext(ctx, "SELECT DISTINCT gen FROM marks")
+		gens, err := queryInts(ctx, t.tx, "SELECT DISTINCT gen FROM marks")
 		if err != nil {
-			return err
-		}
-		var gens []int64
-		for rows.Next() {
-			var g int64
-			if err := rows.Scan(&g); err != nil {
-				rows.Close()
-				return err
-			}
-			gens = append(gens, g)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		r, err := t.tx.ExecContext(ctx, "DELETE FROM marks")
