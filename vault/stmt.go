@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"strings"
 	"sync"
 )
 
@@ -65,42 +66,54 @@ func (c *stmtCache) close() {
 	c.m = map[string]*sql.Stmt{}
 }
 
-// begin starts a transaction on the writers' own connection, waiting for
-// the transaction of another goroutine to end first. done must be called
-// after the transaction ended (committed or rolled back).
-func (c *stmtCache) begin(ctx context.Context) (tx *sql.Tx, done func(), err error) {
+// begin starts a BEGIN IMMEDIATE transaction on the writers' own
+// connection, waiting for the transaction of another goroutine to end
+// first. done must be called after the transaction ended (q.Commit, or
+// q.Rollback, which is harmless after a commit).
+//
+// The transaction is begun by hand on the connection, not with
+// database/sql's BeginTx: a *sql.Tx starts a goroutine per transaction, and
+// one more per query, to watch for cancellation, and waking them cost more
+// than the SQL of a small write in a busy mount. mattn/go-sqlite3 still
+// interrupts a statement whose context is cancelled.
+func (c *stmtCache) begin(ctx context.Context) (q cq, done func(), err error) {
 	c.connMu.Lock()
 	if c.closed {
 		c.connMu.Unlock()
-		return nil, nil, sql.ErrConnDone
+		return cq{}, nil, sql.ErrConnDone
 	}
 	for attempt := 0; ; attempt++ {
 		if c.conn == nil {
 			if c.conn, err = c.db.Conn(ctx); err != nil {
 				c.connMu.Unlock()
-				return nil, nil, err
+				return cq{}, nil, err
 			}
 		}
-		tx, err = c.conn.BeginTx(ctx, nil)
+		q = cq{conn: c.conn, c: c}
+		_, err = q.ExecContext(ctx, "BEGIN IMMEDIATE")
 		if err == nil {
-			return tx, c.connMu.Unlock, nil
+			return q, c.connMu.Unlock, nil
 		}
-		if !errors.Is(err, driver.ErrBadConn) && !errors.Is(err, sql.ErrConnDone) || attempt > 0 {
+		stuck := strings.Contains(err.Error(), "within a transaction")
+		if !errors.Is(err, driver.ErrBadConn) && !errors.Is(err, sql.ErrConnDone) && !stuck || attempt > 0 {
 			c.connMu.Unlock()
-			return nil, nil, err
+			return cq{}, nil, err
 		}
-		// A broken connection: drop it and open another.
-		c.dropConn()
+		// A broken connection, or one left inside a transaction: drop it
+		// and open another.
+		c.discardConn()
 	}
 }
 
-// dropConn forgets the writers' connection; connMu is held.
-func (c *stmtCache) dropConn() {
+// discardConn closes the writers' connection for good: it does not go back
+// to the pool, where a transaction left open on it would block every
+// writer. connMu is held.
+func (c *stmtCache) discardConn() {
 	for _, st := range c.connStmts {
 		st.Close()
 	}
 	c.connStmts = nil
-	c.conn.Close()
+	_ = c.conn.Raw(func(any) error { return driver.ErrBadConn })
 	c.conn = nil
 }
 
@@ -111,16 +124,9 @@ func (c *stmtCache) readRow(ctx context.Context, rd cq, scan func(*sql.Row) erro
 	if c.connMu.TryLock() {
 		if c.conn != nil {
 			defer c.connMu.Unlock()
-			st, ok := c.connStmts[query]
-			if !ok {
-				var err error
-				if st, err = c.conn.PrepareContext(ctx, query); err != nil {
-					return err
-				}
-				if c.connStmts == nil {
-					c.connStmts = map[string]*sql.Stmt{}
-				}
-				c.connStmts[query] = st
+			st, err := c.connStmt(ctx, query)
+			if err != nil {
+				return err
 			}
 			return scan(st.QueryRowContext(ctx, args...))
 		}
@@ -129,16 +135,37 @@ func (c *stmtCache) readRow(ctx context.Context, rd cq, scan func(*sql.Row) erro
 	return scan(rd.QueryRowContext(ctx, query, args...))
 }
 
-// cq runs queries through cached prepared statements, inside tx when set.
-// Without a cache it runs them on tx directly (for a transaction that is
-// still creating the schema, which other connections cannot see yet).
-// It has the method set of *sql.Tx that the vault uses.
+// connStmt is query prepared on the writers' connection; connMu is held.
+func (c *stmtCache) connStmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := c.connStmts[query]; ok {
+		return st, nil
+	}
+	st, err := c.conn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if c.connStmts == nil {
+		c.connStmts = map[string]*sql.Stmt{}
+	}
+	c.connStmts[query] = st
+	return st, nil
+}
+
+// cq runs queries through cached prepared statements: inside tx when set,
+// or on conn, the writers' connection, in a transaction begun by hand (see
+// stmtCache.begin). Without a cache it runs them on tx directly (for a
+// transaction that is still creating the schema, which other connections
+// cannot see yet). It has the method set of *sql.Tx that the vault uses.
 type cq struct {
-	tx *sql.Tx
-	c  *stmtCache
+	tx   *sql.Tx
+	conn *sql.Conn
+	c    *stmtCache
 }
 
 func (q cq) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if q.conn != nil {
+		return q.c.connStmt(ctx, query)
+	}
 	st, err := q.c.get(ctx, query)
 	if err != nil || q.tx == nil {
 		return st, err
@@ -179,6 +206,9 @@ func (q cq) QueryRowContext(ctx context.Context, query string, args ...any) *sql
 	st, err := q.stmt(ctx, query)
 	if err != nil {
 		// Let database/sql report the error through the Row.
+		if q.conn != nil {
+			return q.conn.QueryRowContext(ctx, query, args...)
+		}
 		if q.tx != nil {
 			return q.tx.QueryRowContext(ctx, query, args...)
 		}
@@ -187,6 +217,32 @@ func (q cq) QueryRowContext(ctx context.Context, query string, args ...any) *sql
 	return st.QueryRowContext(ctx, args...)
 }
 
-// Commit and Rollback pass through to the transaction.
-func (q cq) Commit() error   { return q.tx.Commit() }
-func (q cq) Rollback() error { return q.tx.Rollback() }
+// Commit ends the transaction. On error the transaction may still be
+// open: call Rollback.
+func (q cq) Commit() error {
+	if q.conn == nil {
+		return q.tx.Commit()
+	}
+	_, err := q.ExecContext(context.Background(), "COMMIT")
+	return err
+}
+
+// Rollback ends the transaction if it is still open, as *sql.Tx does: after
+// a commit, or after SQLite rolled back by itself (on a full disk, say), it
+// changes nothing.
+func (q cq) Rollback() error {
+	if q.conn == nil {
+		return q.tx.Rollback()
+	}
+	_, err := q.ExecContext(context.Background(), "ROLLBACK")
+	switch {
+	case err == nil:
+		return nil
+	case strings.Contains(err.Error(), "no transaction is active"):
+		return sql.ErrTxDone
+	default:
+		// The transaction may still be open: never use the connection again.
+		q.c.discardConn()
+		return err
+	}
+}

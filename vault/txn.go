@@ -69,8 +69,13 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 		return storageErr(op, err)
 	}
 	defer done()
-	defer tx.Rollback()
-	t := &txn{ctx: ctx, tx: cq{tx, v.ws}, v: v, now: time.Now().UnixNano()}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback()
+		}
+	}()
+	t := &txn{ctx: ctx, tx: tx, v: v, now: time.Now().UnixNano()}
 	if t.st, err = scanState(t.tx.QueryRowContext(ctx, "SELECT "+stateCols+" FROM state WHERE id = 1")); err != nil {
 		return storageErr(op, err)
 	}
@@ -95,6 +100,7 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 	if err := tx.Commit(); err != nil {
 		return storageErr(op, err)
 	}
+	committed = true
 	v.rememberDirs(t.st.dirEpoch, t.dirPaths)
 	return nil
 }
@@ -120,7 +126,7 @@ func (v *Vault) view(ctx context.Context, op string, fn func(q querier, st state
 		return storageErr(op, err)
 	}
 	defer tx.Rollback()
-	q := cq{tx, v.rs}
+	q := cq{tx: tx, c: v.rs}
 	st, err := scanState(q.QueryRowContext(ctx, "SELECT "+stateCols+" FROM state WHERE id = 1"))
 	if err != nil {
 		return storageErr(op, err)
