@@ -28,7 +28,23 @@ baseline := lib.reason(rego.metadata.rule(), "") if count(lib.changes) == 0
 # custom:
 #   id: avfs.checkpoint.changes
 #   decision: allow_with_checkpoint
-baseline := lib.reason(rego.metadata.rule(), concat(", ", lib.changes)) if count(lib.changes) > 0
+baseline := lib.reason(rego.metadata.rule(), concat(", ", lib.changes)) if {
+	count(lib.changes) > 0
+	not input.request.readonly
+}
+
+# METADATA
+# title: A read-only run cannot change the vault, so it needs no checkpoint
+# description: |
+#   With --readonly the vault is mounted read-only (or its copy is thrown
+#   away), so what the command writes never reaches the vault.
+# custom:
+#   id: avfs.allow.readonly_run
+#   decision: allow
+baseline := lib.reason(rego.metadata.rule(), concat(", ", lib.changes)) if {
+	count(lib.changes) > 0
+	input.request.readonly
+}
 
 # level is the rank of the decision: the highest of the findings and the baseline.
 level := max({lib.rank(r.decision) | some r in findings} | {lib.rank(baseline.decision)})

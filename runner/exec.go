@@ -254,7 +254,7 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 		return wire.ExitNotRun
 	case wire.RequireApproval:
 		if req.ApprovalID == "" {
-			a, err := v.CreateApproval(ctx, vault.ApprovalRequest{Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: req.Env, Vault: info.Name,
+			a, err := v.CreateApproval(ctx, vault.ApprovalRequest{Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: req.Env, Readonly: req.Readonly, Vault: info.Name,
 				BundleRevision: revisions(res.Bundles), Reasons: reasonIDs(res.Reasons), Digest: digest, TTL: req.ApprovalTTL})
 			if err != nil {
 				return fail(env, err)
@@ -300,9 +300,11 @@ func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int 
 	}
 
 	// A program that is on no PATH entry runs nothing: no checkpoint for it.
+	// Nor does a read-only run get one, whatever the decision: it cannot
+	// change the vault.
 	missing := req.Shell == "" && Missing(req.Argv[0], r.environment(req, "/", env.ID), req.Mountpoint)
 	var cp *vault.Checkpoint
-	if !missing && (res.Decision == wire.AllowWithCheckpoint || res.Decision == wire.RequireApproval || req.RollbackOnFailure) {
+	if !missing && !req.Readonly && (res.Decision == wire.AllowWithCheckpoint || res.Decision == wire.RequireApproval || req.RollbackOnFailure) {
 		c, err := v.SaveCheckpoint(ctx, env.ID, "before proxy exec "+env.ID)
 		if err != nil {
 			return fail(env, err)
@@ -457,7 +459,9 @@ func (r *Runner) digest(req Request, cwd, vaultName string, bs []wire.BundleInfo
 		Vault   string   `json:"vault"`
 		Bundles string   `json:"bundles"`
 		Env     []string `json:"env,omitempty"`
-	}{req.Argv, req.Shell, cwd, vaultName, revisions(bs), env})
+		// omitempty keeps the digests of approvals made before it.
+		Readonly bool `json:"readonly,omitempty"`
+	}{req.Argv, req.Shell, cwd, vaultName, revisions(bs), env, req.Readonly})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

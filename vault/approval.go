@@ -27,7 +27,8 @@ type ApprovalRequest struct {
 	Argv           []string      `json:"argv"`
 	Shell          string        `json:"shell,omitempty"`
 	Cwd            string        `json:"cwd"`
-	Env            []string      `json:"env,omitempty"` // --env KEY or KEY=VALUE the run asks for
+	Env            []string      `json:"env,omitempty"`      // --env KEY or KEY=VALUE the run asks for
+	Readonly       bool          `json:"readonly,omitempty"` // a --readonly run
 	Vault          string        `json:"vault"`
 	BundleRevision string        `json:"bundle_revision"`
 	Reasons        []string      `json:"reasons"` // rule ids that asked for approval

@@ -232,6 +232,9 @@ func approvalCommand(e *env) *cli.Command {
 							if err == nil && len(ap.Request.Env) > 0 {
 								_, err = fmt.Fprintf(w, "env:      %s\n", strings.Join(ap.Request.Env, " "))
 							}
+							if err == nil && ap.Request.Readonly {
+								_, err = fmt.Fprintf(w, "readonly: yes (the run cannot change the vault)\n")
+							}
 							return err
 						})
 					})

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +153,31 @@ func TestProxyApprovalBinding(t *testing.T) {
 	// Still granted: a mismatch does not use it up.
 	equal(t, "status", a.approvalStatus(id), "granted")
 	a.proxy(append(b, "--approval", id), "touch", "a.txt").ok(t, wire.RequireApproval)
+	equalSlice(t, "files", a.ls("/"), []string{"a.txt", "sub"})
+
+	// An approval binds --readonly both ways; a read-only run gets no
+	// checkpoint, as it cannot change the vault.
+	ro := append(slices.Clone(b), "--readonly")
+	id = a.request(ro, "touch", "ro.txt")
+	var shown struct {
+		Request struct {
+			Readonly bool `json:"readonly"`
+		} `json:"request"`
+	}
+	a.into(&shown, "approval", "show", id)
+	equal(t, "the approval shows --readonly", shown.Request.Readonly, true)
+	a.ok("approval", "grant", id)
+	a.proxy(append(b, "--approval", id), "touch", "ro.txt").rejected(t, "another command")
+	checkpoints := a.checkpoints()
+	r = a.proxy(append(ro, "--approval", id), "touch", "ro.txt")
+	r.ok(t, wire.RequireApproval)
+	if r.env.Checkpoint != nil || r.env.Mount == nil || r.env.Mount.Discarded != 1 {
+		t.Fatalf("approved read-only run: %s", r.raw)
+	}
+	equal(t, "checkpoints after an approved read-only run", a.checkpoints(), checkpoints)
+	id = a.request(b, "touch", "rw.txt")
+	a.ok("approval", "grant", id)
+	a.proxy(append(ro, "--approval", id), "touch", "rw.txt").rejected(t, "another command")
 	equalSlice(t, "files", a.ls("/"), []string{"a.txt", "sub"})
 
 	// Expiry: a request that expired cannot be granted; a grant that

@@ -510,6 +510,16 @@ func (a *avfs) approvalStatus(id string) string {
 	return ap.Status
 }
 
+// checkpoints is the number of checkpoints of the vault.
+func (a *avfs) checkpoints() int {
+	a.t.Helper()
+	var l struct {
+		Checkpoints []json.RawMessage `json:"checkpoints"`
+	}
+	a.into(&l, "checkpoint", "list")
+	return len(l.Checkpoints)
+}
+
 // vaultOK runs `avfs vault check`.
 func (a *avfs) vaultOK(args ...string) {
 	a.t.Helper()
@@ -618,10 +628,16 @@ func TestProxyDecisions(t *testing.T) {
 		equal(t, "approval status", a.approvalStatus(r.env.Approval.ID), "pending")
 
 		// Read-only: nothing the command does reaches the vault.
+		// It needs no checkpoint: the policy allows it as a read-only run,
+		// and avfs takes none even for a decision that asks for one.
+		before := a.checkpoints()
 		r = a.proxy(append(m, "--readonly"), "sh", "-c", "echo x > ro; echo y > f")
-		if r.env.Process == nil || r.env.Error != nil || len(r.env.Changes) != 0 {
+		if r.env.Process == nil || r.env.Error != nil || len(r.env.Changes) != 0 || r.env.Checkpoint != nil {
 			t.Fatalf("--readonly: %s", r.raw)
 		}
+		equal(t, "read-only run: decision", r.env.Decision, wire.Allow)
+		equalSlice(t, "read-only run: reasons", reasonIDsOf(r.env), []string{"avfs.allow.readonly_run"})
+		equal(t, "checkpoints after a read-only run", a.checkpoints(), before)
 		equalSlice(t, "files after a read-only run", a.ls("/"), []string{"f"})
 		equal(t, "f after a read-only run", a.cat("/f"), "x\n")
 		// A read-only mount refuses the writes; a copy takes them and

@@ -109,6 +109,31 @@ test_changing_commands if {
 	}
 }
 
+# --- avfs.allow.readonly_run ------------------------------------------------
+
+test_readonly_run_needs_no_checkpoint if {
+	inp := json.patch(t.argv_input(["rm", "-rf", "build"]), [{"op": "replace", "path": "/request/readonly", "value": true}])
+	t.decision_of(inp) == "allow"
+	data.avfs.decision.reasons == [{
+		"id": "avfs.allow.readonly_run",
+		"decision": "allow",
+		"message": "A read-only run cannot change the vault, so it needs no checkpoint: rm -rf build",
+	}] with input as inp
+}
+
+test_readonly_run_keeps_other_rules if {
+	every argv in [["curl", "https://example.com"], ["sudo", "ls"]] {
+		inp := json.patch(t.argv_input(argv), [{"op": "replace", "path": "/request/readonly", "value": true}])
+		t.decision_of(inp) != "allow"
+		not "avfs.allow.readonly_run" in t.ids(inp)
+	}
+}
+
+test_readonly_read_only_command if {
+	inp := json.patch(t.argv_input(["ls", "-la"]), [{"op": "replace", "path": "/request/readonly", "value": true}])
+	t.ids(inp) == {"avfs.allow.read_only"}
+}
+
 test_read_only_programs_with_writing_options if {
 	every argv in [
 		["find", ".", "-delete"],
