@@ -58,7 +58,7 @@ func proxyExecCommand(e *env) *cli.Command {
 		&cli.BoolFlag{Name: "rollback-on-failure", Usage: "restore the vault when the command fails or times out"},
 		&cli.DurationFlag{Name: "wait", Value: runner.DefaultBusyWait, Usage: "wait up to `DURATION` while another run or a writer mount holds the vault (then fail with vault_busy)"},
 		&cli.StringFlag{Name: "explain", Usage: "add the policy trace: notes, fails or full"},
-		&cli.BoolFlag{Name: "readonly", Usage: "mount the vault read-only"},
+		&cli.BoolFlag{Name: "readonly", Usage: "the command can change nothing: the vault is mounted read-only (a materialised copy is thrown away), so no checkpoint is taken"},
 	}
 	return &cli.Command{
 		Name:  "exec",
