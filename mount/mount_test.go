@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -48,7 +49,19 @@ func serveChild() {
 		fmt.Println("error:", err)
 		os.Exit(3)
 	}
-	sess, err := Mount(ctx, v, os.Getenv("AVFS_MOUNT_DIR"), Options{ReadOnly: os.Getenv("AVFS_MOUNT_RO") == "1", FsName: "avfs:test"})
+	// AVFS_MOUNT_DEBUG_LOG: every FUSE request, logged to that file.
+	debug := false
+	if p := os.Getenv("AVFS_MOUNT_DEBUG_LOG"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(3)
+		}
+		defer f.Close()
+		log.SetOutput(f)
+		debug = true
+	}
+	sess, err := Mount(ctx, v, os.Getenv("AVFS_MOUNT_DIR"), Options{ReadOnly: os.Getenv("AVFS_MOUNT_RO") == "1", FsName: "avfs:test", Debug: debug})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(4)

@@ -27,9 +27,41 @@ type Options struct {
 	FsName       string        // source shown in the mount table (default "avfs")
 	AllowOther   bool          // let other users reach the mount (needs user_allow_other for non-root)
 	SpillDir     string        // where open files spill unflushed chunks (default os.TempDir())
-	EntryTimeout time.Duration // kernel cache time of names (default 1 s)
-	AttrTimeout  time.Duration // kernel cache time of attributes (default 1 s)
+	EntryTimeout time.Duration // kernel cache time of names (default: see WriterCacheTime)
+	AttrTimeout  time.Duration // kernel cache time of attributes (default: see WriterCacheTime)
 	Debug        bool          // log every FUSE request (go-fuse's debug output, on stderr)
+}
+
+// WriterCacheTime is how long the kernel may trust what a writer mount
+// told it (names, attributes and names that do not exist) before asking
+// again. A writer mount is the only writer of its vault: other processes'
+// changes to its tree are refused while it lives (vault_busy), and every
+// change reaches it through the kernel, which updates or drops what it
+// cached. So `stat` storms, `rm -rf` and tools probing for files that do
+// not exist (interpreters searching their import paths) are answered from
+// the kernel's caches.
+//
+// A read-only mount does not block writers, so it asks again after
+// ReaderCacheTime and never caches a missing name.
+const (
+	WriterCacheTime = time.Hour
+	ReaderCacheTime = time.Second
+)
+
+// cacheTimes are the entry, attribute and negative entry timeouts of a
+// mount with opts.
+func cacheTimes(opts Options) (entry, attr, negative time.Duration) {
+	entry, attr, negative = WriterCacheTime, WriterCacheTime, WriterCacheTime
+	if opts.ReadOnly {
+		entry, attr, negative = ReaderCacheTime, ReaderCacheTime, 0
+	}
+	if opts.EntryTimeout != 0 {
+		entry = opts.EntryTimeout
+	}
+	if opts.AttrTimeout != 0 {
+		attr = opts.AttrTimeout
+	}
+	return entry, attr, negative
 }
 
 // State is where a mount session is in its life.
@@ -127,14 +159,7 @@ func (s *Session) serve() error {
 		spill = os.TempDir()
 	}
 	root := &node{fsys: &fsys{store: s.store, readonly: s.opts.ReadOnly, spillDir: spill, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}, ino: vault.RootIno}
-	entry, attr := s.opts.EntryTimeout, s.opts.AttrTimeout
-	if entry == 0 {
-		entry = time.Second
-	}
-	if attr == 0 {
-		attr = time.Second
-	}
-	negative := time.Duration(0)
+	entry, attr, negative := cacheTimes(s.opts)
 	name := s.opts.FsName
 	if name == "" {
 		name = "avfs"
