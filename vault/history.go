@@ -48,6 +48,10 @@ func (t *txn) recordVersionAt(in *inode, path, op string) error {
 		// A file created in this transaction has no history yet.
 	} else if in.lastVersion > 0 {
 		n = in.lastVersion
+	} else if lv, ok := t.newestVersion(in.ino); ok {
+		if lv.N > 0 {
+			last, n = &lv, lv.N
+		}
 	} else {
 		row := t.tx.QueryRowContext(t.ctx, "SELECT n, op, kind, mode, size, target, chunks FROM versions WHERE ino = ? ORDER BY n DESC LIMIT 1", in.ino)
 		var lv Version
@@ -58,6 +62,7 @@ func (t *txn) recordVersionAt(in *inode, path, op string) error {
 		case !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
+		t.noteVersion(in.ino, lv) // N 0: the file has no history
 	}
 	if last != nil && (last.Op == "delete") == (op == "delete") && last.Kind == in.kind && last.Mode == in.mode &&
 		last.Size == in.size && last.Target == in.target && bytes.Equal(last.chunks, in.chunks) {
@@ -70,10 +75,14 @@ func (t *txn) recordVersionAt(in *inode, path, op string) error {
 	}
 	_, err = t.tx.ExecContext(t.ctx, "INSERT INTO versions (ino, n, path, op, time_ns, kind, mode, size, target, chunks) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		in.ino, n+1, path, op, t.now, in.kind, in.mode, in.size, in.target, in.chunks)
-	if err == nil && in.fresh {
+	if err != nil {
+		return err
+	}
+	if in.fresh {
 		in.lastVersion = n + 1
 	}
-	return err
+	t.noteVersion(in.ino, Version{N: n + 1, Op: op, Kind: in.kind, Mode: in.mode, Size: in.size, Target: in.target, chunks: bytes.Clone(in.chunks)})
+	return nil
 }
 
 // historyIno finds the inode whose history PATH names: the live file at

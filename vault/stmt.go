@@ -27,8 +27,12 @@ type stmtCache struct {
 	connMu    sync.Mutex // held by the transaction or read using conn
 	conn      *sql.Conn  // opened by the first write transaction
 	connStmts map[string]*sql.Stmt
+	wc        writeCache // what conn knows after its last commit
 	closed    bool
 }
+
+// wcache is the writers' connection's cache; connMu is held.
+func (c *stmtCache) wcache() *writeCache { return &c.wc }
 
 func newStmtCache(db *sql.DB) *stmtCache { return &stmtCache{db: db, m: map[string]*sql.Stmt{}} }
 
@@ -109,6 +113,7 @@ func (c *stmtCache) begin(ctx context.Context) (q cq, done func(), err error) {
 // to the pool, where a transaction left open on it would block every
 // writer. connMu is held.
 func (c *stmtCache) discardConn() {
+	c.wc.reset()
 	for _, st := range c.connStmts {
 		st.Close()
 	}

@@ -54,6 +54,64 @@ type txn struct {
 	paths    map[int64]string // inode paths looked up in this transaction
 	dirPaths map[int64]string // the directories among them
 	tree     bool             // the transaction changes the file tree (inodes or dentries)
+
+	wc   *writeCache       // what earlier transactions of this connection left; nil when unknown
+	vers map[int64]Version // newest history version per inode seen or written here
+}
+
+// writeCache is what the writers' connection knows of the vault after its
+// last commit: the state row and the newest history version of the files
+// it touched. It saves each write transaction the reads of them, and holds
+// only while no other connection has committed since, which SQLite tells
+// through PRAGMA data_version (it changes when another connection, in this
+// process or another, committed). It is guarded by the connection's lock.
+type writeCache struct {
+	ok       bool
+	dataVer  int64
+	st       state
+	versions map[int64]Version // N 0: the file has no history
+}
+
+// maxCachedVersions bounds writeCache.versions; past it the map restarts.
+const maxCachedVersions = 1 << 16
+
+// reset forgets everything.
+func (c *writeCache) reset() {
+	c.ok = false
+	c.versions = nil
+}
+
+// newestVersion is the newest history version of ino known without a
+// query; ok is false when it is not known.
+func (t *txn) newestVersion(ino int64) (Version, bool) {
+	if v, ok := t.vers[ino]; ok {
+		return v, true
+	}
+	if t.wc != nil {
+		v, ok := t.wc.versions[ino]
+		return v, ok
+	}
+	return Version{}, false
+}
+
+// noteVersion remembers v as ino's newest history version (in the
+// database as this transaction sees it).
+func (t *txn) noteVersion(ino int64, v Version) {
+	if t.vers == nil {
+		t.vers = map[int64]Version{}
+	}
+	t.vers[ino] = v
+}
+
+// committed hands what the transaction learnt to the connection's cache.
+func (t *txn) committed(c *writeCache, dataVer int64) {
+	c.ok, c.dataVer, c.st = true, dataVer, t.st
+	if c.versions == nil || len(c.versions)+len(t.vers) > maxCachedVersions {
+		c.versions = make(map[int64]Version, len(t.vers))
+	}
+	for ino, v := range t.vers {
+		c.versions[ino] = v
+	}
 }
 
 type auditRow struct {
@@ -76,9 +134,21 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 		}
 	}()
 	t := &txn{ctx: ctx, tx: tx, v: v, now: time.Now().UnixNano()}
-	if t.st, err = scanState(t.tx.QueryRowContext(ctx, "SELECT "+stateCols+" FROM state WHERE id = 1")); err != nil {
+	wc := tx.c.wcache()
+	var dataVer int64
+	if err := tx.QueryRowContext(ctx, "PRAGMA data_version").Scan(&dataVer); err != nil {
 		return storageErr(op, err)
 	}
+	if wc.ok && wc.dataVer == dataVer {
+		t.st, t.wc = wc.st, wc
+	} else {
+		wc.reset()
+		if t.st, err = scanState(t.tx.QueryRowContext(ctx, "SELECT "+stateCols+" FROM state WHERE id = 1")); err != nil {
+			return storageErr(op, err)
+		}
+	}
+	// Until this transaction commits, the cache may be ahead of the file.
+	wc.ok = false
 	t.orig = t.st
 	if err := fn(t); err != nil {
 		return wrapOp(op, err)
@@ -98,9 +168,11 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 		return storageErr(op, err)
 	}
 	if err := tx.Commit(); err != nil {
+		wc.reset()
 		return storageErr(op, err)
 	}
 	committed = true
+	t.committed(wc, dataVer)
 	v.rememberDirs(t.st.dirEpoch, t.dirPaths)
 	return nil
 }
