@@ -23,6 +23,8 @@ func TestMain(m *testing.M) {
 		childWriter()
 	case "restorer":
 		childRestorer()
+	case "fsize":
+		childFileSizeLimit()
 	}
 }
 

@@ -102,6 +102,7 @@ func dsn(path string, write bool) string {
 	q.Set("_foreign_keys", "on")
 	q.Set("_synchronous", "NORMAL")
 	q.Set("_cache_size", "-16000")
+	q.Set("vfs", walVFS)
 	if write {
 		q.Set("_txlock", "immediate")
 	} else {
