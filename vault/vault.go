@@ -188,6 +188,9 @@ func open(path string, opts Options) (*Vault, error) {
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeHostIO, "open vault: %w", err)
 	}
+	if err := registerWALVFS(); err != nil {
+		return nil, wire.Errorf(wire.CodeInternal, "open vault: %w", err)
+	}
 	db, err := sql.Open(driverName, dsn(abs, true))
 	if err != nil {
 		return nil, storageErr("open vault", err)

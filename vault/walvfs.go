@@ -5,7 +5,10 @@ int avfs_walvfs_register(const char *name);
 */
 import "C"
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // walVFS is the SQLite VFS every vault connection uses: the default one,
 // except that the frames a transaction appends to the write-ahead log are
@@ -23,9 +26,20 @@ import "fmt"
 // SQLite's own: any SQLite (the sqlite3 shell included) can open a vault.
 const walVFS = "avfs-wal"
 
-func init() {
-	name := C.CString(walVFS) // kept for the life of the process, as SQLite requires
-	if rc := C.avfs_walvfs_register(name); rc != 0 {
-		panic(fmt.Sprintf("register SQLite VFS %s: %d", walVFS, rc))
-	}
+var (
+	walVFSOnce sync.Once
+	walVFSErr  error
+)
+
+// registerWALVFS registers walVFS with SQLite, once, when the first vault
+// is opened: a process that opens none (avfs --help) does not start
+// SQLite.
+func registerWALVFS() error {
+	walVFSOnce.Do(func() {
+		name := C.CString(walVFS) // kept for the life of the process, as SQLite requires
+		if rc := C.avfs_walvfs_register(name); rc != 0 {
+			walVFSErr = fmt.Errorf("register SQLite VFS %s: error %d", walVFS, rc)
+		}
+	})
+	return walVFSErr
 }
