@@ -68,9 +68,6 @@ type Runner struct {
 	// ApproverKey is not used. Unlike the secret, it lets nobody grant.
 	ApproverPublicKey ed25519.PublicKey
 	TempDir           string // where mount points and materialised copies go ("" = os.TempDir())
-	// BeforeServe, when set, is called before this process starts serving
-	// a run's mount (the CLI tunes the Go runtime for it there).
-	BeforeServe func()
 }
 
 // Request is one `avfs proxy exec`.
@@ -798,9 +795,6 @@ func (w *workspace) removeCopy() error {
 // mountHere mounts the vault at ws.dir, served by this process. The command
 // must then be started with ProcSpec.DirServed.
 func (r *Runner) mountHere(ctx context.Context, v *vault.Vault, name string, ws *workspace, readonly bool) error {
-	if r.BeforeServe != nil {
-		r.BeforeServe()
-	}
 	sess, err := mount.Mount(ctx, v, ws.dir, mount.Options{ReadOnly: readonly, FsName: "avfs:" + name, SpillDir: ws.base})
 	if err != nil {
 		return fmt.Errorf("proxy exec: %w", err)

@@ -18,16 +18,18 @@ import (
 // serveMinProcs is the least GOMAXPROCS of a process that serves a mount.
 const serveMinProcs = 16
 
-// serveProcs raises GOMAXPROCS in a process about to serve a FUSE mount,
-// unless the GOMAXPROCS environment variable sets it. go-fuse reads
-// /dev/fuse with blocking system calls, and each reader blocked there
-// holds a P. With as many Ps as CPUs (two on small machines) no P is
-// idle, so the runtime's monitor takes Ps back from blocked readers every
-// 20 µs and wakes threads to run them, which costs a context switch each.
-// Spare Ps stop that churn: on a two-CPU machine a mount served 20–30%
-// fewer context switches and took 10–15% less time for 10,000 creates and
-// their rm -rf. The extra Ps are idle; Go code still runs on at most as
-// many threads as there is work.
+// serveProcs raises GOMAXPROCS in `avfs mount`, a process about to serve
+// a FUSE mount for long, unless the GOMAXPROCS environment variable sets
+// it. go-fuse reads /dev/fuse with blocking system calls, and each reader
+// blocked there holds a P. With as many Ps as CPUs (two on small machines)
+// no P is idle, so the runtime's monitor takes Ps back from blocked
+// readers every 20 µs and wakes threads to run them, which costs a context
+// switch each. Spare Ps stop that churn: on a two-CPU machine a mount
+// served 20–30% fewer context switches and took 10–15% less time for
+// 10,000 creates and their rm -rf. The extra Ps are idle; Go code still
+// runs on at most as many threads as there is work. Raising it costs
+// about 5 ms (new Ps, threads and go-fuse readers), which is why proxy
+// exec, whose typical run is one short command, does not.
 func serveProcs() {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return
