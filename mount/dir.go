@@ -37,6 +37,9 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 
 func (d *dirHandle) load(ctx context.Context) syscall.Errno {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := d.n.fsys.settle(ctx); en != 0 {
+		return en
+	}
 	ents, err := d.n.fsys.store.ReadDir(ctx, d.n.ino)
 	if err != nil {
 		return errno(err)
@@ -80,7 +83,11 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	return 0
 }
 
-func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno { return 0 }
+// Fsyncdir commits the files created in the mount and not flushed yet:
+// after fsync of a directory, its entries are in the vault.
+func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	return d.n.fsys.settle(context.WithoutCancel(ctx))
+}
 
 // Lookup answers READDIRPLUS from the listing's snapshot, so listing a
 // directory costs one query rather than one per entry. The name is the

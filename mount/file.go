@@ -323,8 +323,18 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
 	of.flushMu.Lock()
 	defer of.flushMu.Unlock()
+	// A file created and not committed yet is committed now, with its
+	// content (see pendingCreate); createMu keeps settle out meanwhile.
+	n := of.n
+	n.createMu.Lock()
+	p := n.pend
+	if p == nil {
+		n.createMu.Unlock()
+	} else {
+		defer n.createMu.Unlock()
+	}
 	of.mu.Lock()
-	if of.detached || (len(of.dirty) == 0 && of.size == of.baseSize) {
+	if p == nil && (of.detached || (len(of.dirty) == 0 && of.size == of.baseSize)) {
 		if of.state != stateOpen {
 			of.state = stateFlushed
 		}
@@ -361,7 +371,27 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 		}
 		return append([]byte(nil), data[:cb.length]...), nil
 	}
-	c, err := of.n.fsys.store.Persist(ctx, of.n.ino, size, idx, get, mtime)
+	var c *vault.Content
+	var err error
+	if p != nil {
+		if mtime.IsZero() {
+			mtime = p.spec.Time // nothing written: the file is as created
+		}
+		c, err = n.fsys.store.CreateFile(ctx, p.parent, p.name, p.spec, size, idx, get, mtime)
+		if err != nil {
+			// As if the create had been committed when it was answered:
+			// the file exists, empty, and its content is kept for a retry.
+			if _, merr := n.fsys.store.Mknod(ctx, p.parent, p.name, p.spec); merr == nil {
+				n.pend = nil
+				n.fsys.donePending(n)
+			}
+		} else {
+			n.pend = nil
+			n.fsys.donePending(n)
+		}
+	} else {
+		c, err = n.fsys.store.Persist(ctx, n.ino, size, idx, get, mtime)
+	}
 
 	of.mu.Lock()
 	if err != nil {
@@ -450,6 +480,9 @@ var (
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := n.fsys.settle(ctx); en != 0 {
+		return nil, 0, en
+	}
 	h, en := n.openHandle(ctx, flags, nil)
 	if en != 0 {
 		return nil, 0, en

@@ -3,6 +3,7 @@ package mount
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,11 +23,16 @@ type fsys struct {
 	quotaMu sync.Mutex
 	quota   vault.Quota
 	quotaAt time.Time
+
+	// Files created but not committed yet (see node.pend).
+	pendMu  sync.Mutex
+	pending map[*node]struct{}
+	npend   atomic.Int32
 }
 
-// maxFileBytes returns the file size quota (0: none), re-read at most once
-// a second unless fresh is set.
-func (f *fsys) maxFileBytes(ctx context.Context, fresh bool) int64 {
+// quotas returns the vault's quotas, re-read at most once a second unless
+// fresh is set.
+func (f *fsys) quotas(ctx context.Context, fresh bool) vault.Quota {
 	f.quotaMu.Lock()
 	defer f.quotaMu.Unlock()
 	if fresh || time.Since(f.quotaAt) > time.Second {
@@ -34,7 +40,96 @@ func (f *fsys) maxFileBytes(ctx context.Context, fresh bool) int64 {
 			f.quota, f.quotaAt = u.Quota, time.Now()
 		}
 	}
-	return f.quota.MaxFileSizeMB << 20
+	return f.quota
+}
+
+// maxFileBytes returns the file size quota (0: none), re-read at most once
+// a second unless fresh is set.
+func (f *fsys) maxFileBytes(ctx context.Context, fresh bool) int64 {
+	return f.quotas(ctx, fresh).MaxFileSizeMB << 20
+}
+
+// pendingCreate is a regular file the kernel was told exists but the vault
+// does not hold yet: a writer mount answers a create at once and commits
+// the file with its first content when the file is first flushed (close,
+// fsync), in one transaction instead of two. Any other request that could
+// see the file, or its directory, commits every pending create first
+// (fsys.settle), so only the creating handle's writes and reads, and the
+// node's own attributes, are ever answered for a file not in the vault.
+type pendingCreate struct {
+	parent uint64
+	name   string
+	spec   vault.NodeSpec // with the reserved inode number and the creation time
+}
+
+// attr is what the vault will hold for the new file.
+func (p *pendingCreate) attr() vault.Attr {
+	t := p.spec.Time
+	return vault.Attr{Ino: p.spec.Ino, Kind: vault.KindFile, Mode: p.spec.Mode & 0o7777, UID: p.spec.UID, GID: p.spec.GID,
+		Nlink: 1, Mtime: t, Ctime: t, Atime: t}
+}
+
+func (f *fsys) addPending(n *node) {
+	f.pendMu.Lock()
+	if f.pending == nil {
+		f.pending = map[*node]struct{}{}
+	}
+	f.pending[n] = struct{}{}
+	f.npend.Store(int32(len(f.pending)))
+	f.pendMu.Unlock()
+}
+
+func (f *fsys) donePending(n *node) {
+	f.pendMu.Lock()
+	delete(f.pending, n)
+	f.npend.Store(int32(len(f.pending)))
+	f.pendMu.Unlock()
+}
+
+// settle commits every pending create, as an empty file when it has not
+// been flushed yet (its content follows with its flush, as for any file).
+func (f *fsys) settle(ctx context.Context) syscall.Errno {
+	if f.npend.Load() == 0 {
+		return 0
+	}
+	f.pendMu.Lock()
+	nodes := make([]*node, 0, len(f.pending))
+	for n := range f.pending {
+		nodes = append(nodes, n)
+	}
+	f.pendMu.Unlock()
+	for _, n := range nodes {
+		if en := n.commitCreate(ctx); en != 0 {
+			return en
+		}
+	}
+	return 0
+}
+
+// commitCreate commits n's pending create, if any, as an empty file.
+func (n *node) commitCreate(ctx context.Context) syscall.Errno {
+	n.createMu.Lock()
+	defer n.createMu.Unlock()
+	p := n.pend
+	if p == nil {
+		return 0
+	}
+	if _, err := n.fsys.store.Mknod(ctx, p.parent, p.name, p.spec); err != nil {
+		return errno(err)
+	}
+	n.pend = nil
+	n.fsys.donePending(n)
+	return 0
+}
+
+// pendingAttr returns the attributes of n while its create is pending.
+func (n *node) pendingAttr() (vault.Attr, bool) {
+	n.createMu.Lock()
+	defer n.createMu.Unlock()
+	if n.pend == nil {
+		return vault.Attr{}, false
+	}
+	return n.pend.attr(), true
 }
 
 // node is one inode of the mount.
@@ -47,6 +142,9 @@ type node struct {
 	open  *openFile // shared by the open handles of a regular file
 	token cacheToken
 	xa    xattrState
+
+	createMu sync.Mutex     // held while a pending create commits
+	pend     *pendingCreate // the file is not in the vault yet (guarded by createMu)
 }
 
 // xattrState remembers that an inode has no extended attributes, so that
@@ -183,6 +281,9 @@ func (n *node) overlayOpen(out *fuse.Attr) {
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := n.fsys.settle(ctx); en != 0 {
+		return nil, en
+	}
 	a, err := n.fsys.store.Lookup(ctx, n.ino, name)
 	if err != nil {
 		return nil, errno(err)
@@ -192,6 +293,14 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if a, ok := n.pendingAttr(); ok {
+		fillAttr(a, &out.Attr)
+		n.overlayOpen(&out.Attr)
+		return 0
+	}
+	if en := n.fsys.settle(ctx); en != 0 { // a directory's attributes count its pending files
+		return en
+	}
 	a, err := n.fsys.store.GetAttr(ctx, n.ino)
 	if err != nil {
 		n.mu.Lock()
@@ -211,6 +320,9 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
 	if n.fsys.readonly {
 		return syscall.EROFS
+	}
+	if en := n.fsys.settle(ctx); en != 0 {
+		return en
 	}
 	var s vault.SetAttr
 	if m, ok := in.GetMode(); ok {
@@ -282,6 +394,9 @@ func (n *node) create(ctx context.Context, name string, spec vault.NodeSpec, out
 	} else {
 		spec.UID, spec.GID = n.fsys.uid, n.fsys.gid
 	}
+	if en := n.fsys.settle(ctx); en != 0 {
+		return nil, vault.Attr{}, en
+	}
 	a, err := n.fsys.store.Mknod(ctx, n.ino, name, spec)
 	if err != nil {
 		return nil, vault.Attr{}, errno(err)
@@ -322,13 +437,59 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
-	ch, a, en := n.create(ctx, name, vault.NodeSpec{Kind: vault.KindFile, Mode: mode & 0o7777}, out)
+	spec := vault.NodeSpec{Kind: vault.KindFile, Mode: mode & 0o7777}
+	if n.lazyCreate(ctx, name) {
+		return n.createPending(ctx, name, flags, spec, out)
+	}
+	ch, a, en := n.create(ctx, name, spec, out)
 	if en != 0 {
 		return nil, nil, 0, en
 	}
 	cn := ch.Operations().(*node)
 	h, en := cn.openHandle(ctx, flags, n.fsys.store.EmptyContent(a))
 	if en != 0 {
+		return nil, nil, 0, en
+	}
+	return ch, h, 0, 0
+}
+
+// lazyCreate reports whether a new file named name may be answered before
+// it is committed (see pendingCreate): on a writer mount of a vault with
+// no quota on the number of files (which a create must check at once),
+// for a name the vault accepts.
+func (n *node) lazyCreate(ctx context.Context, name string) bool {
+	return !n.fsys.readonly && vault.ValidEntryName(name) == nil && n.fsys.quotas(ctx, false).MaxFiles == 0
+}
+
+// createPending answers a create with a reserved inode number and leaves
+// the file to be committed by its first flush.
+func (n *node) createPending(ctx context.Context, name string, flags uint32, spec vault.NodeSpec, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if caller, ok := fuse.FromContext(ctx); ok {
+		spec.UID, spec.GID = caller.Uid, caller.Gid
+	} else {
+		spec.UID, spec.GID = n.fsys.uid, n.fsys.gid
+	}
+	ino, err := n.fsys.store.ReserveIno(ctx)
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	spec.Ino, spec.Time = ino, time.Now()
+	p := &pendingCreate{parent: n.ino, name: name, spec: spec}
+	a := p.attr()
+	ch := n.child(ctx, a, out)
+	cn := ch.Operations().(*node)
+	cn.createMu.Lock()
+	cn.pend = p
+	cn.createMu.Unlock()
+	cn.mu.Lock()
+	if cn.xa.busy == 0 {
+		cn.xa.none = true // a new inode has no extended attributes
+	}
+	cn.mu.Unlock()
+	n.fsys.addPending(cn)
+	h, en := cn.openHandle(ctx, flags, n.fsys.store.EmptyContent(a))
+	if en != 0 {
+		_ = cn.commitCreate(ctx)
 		return nil, nil, 0, en
 	}
 	return ch, h, 0, 0
@@ -360,6 +521,9 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	t, ok := target.(*node)
 	if !ok {
 		return nil, syscall.EXDEV
+	}
+	if en := n.fsys.settle(ctx); en != 0 {
+		return nil, en
 	}
 	a, err := n.fsys.store.Link(ctx, t.ino, n.ino, name)
 	if err != nil {
@@ -397,6 +561,9 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if n.fsys.readonly {
 		return syscall.EROFS
 	}
+	if en := n.fsys.settle(ctx); en != 0 {
+		return en
+	}
 	n.detachChild(ctx, name)
 	return errno(n.fsys.store.Unlink(ctx, n.ino, name))
 }
@@ -405,6 +572,9 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
 	if n.fsys.readonly {
 		return syscall.EROFS
+	}
+	if en := n.fsys.settle(ctx); en != 0 {
+		return en
 	}
 	return errno(n.fsys.store.Rmdir(ctx, n.ino, name))
 }
@@ -417,6 +587,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	np, ok := newParent.(*node)
 	if !ok {
 		return syscall.EXDEV
+	}
+	if en := n.fsys.settle(ctx); en != 0 {
+		return en
 	}
 	var rf vault.RenameFlags
 	if flags&renameNoReplace != 0 {
@@ -436,6 +609,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := n.fsys.settle(ctx); en != 0 {
+		return en
+	}
 	u, err := n.fsys.store.Usage(ctx)
 	if err != nil {
 		return errno(err)
@@ -468,6 +644,9 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	if n.noXattrs() {
 		return 0, syscall.ENODATA
 	}
+	if en := n.fsys.settle(ctx); en != 0 {
+		return 0, en
+	}
 	val, err := n.fsys.store.GetXattr(ctx, n.ino, attr)
 	if err != nil {
 		if en := errno(err); en == syscall.ENOENT {
@@ -486,6 +665,9 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
 	if n.fsys.readonly {
 		return syscall.EROFS
+	}
+	if en := n.fsys.settle(ctx); en != 0 {
+		return en
 	}
 	defer n.xattrChange()()
 	if attr == aclAccess {
@@ -524,6 +706,9 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if n.fsys.readonly {
 		return syscall.EROFS
 	}
+	if en := n.fsys.settle(ctx); en != 0 {
+		return en
+	}
 	defer n.xattrChange()()
 	if en := errno(n.fsys.store.RemoveXattr(ctx, n.ino, attr)); en == syscall.ENOENT {
 		return syscall.ENODATA
@@ -536,6 +721,9 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
 	if n.noXattrs() {
 		return 0, 0
+	}
+	if en := n.fsys.settle(ctx); en != 0 {
+		return 0, en
 	}
 	epoch, idle := n.xattrEpoch()
 	names, err := n.fsys.store.ListXattr(ctx, n.ino)

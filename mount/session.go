@@ -207,6 +207,13 @@ func (s *Session) serve() error {
 	s.mu.Unlock()
 	go func() {
 		server.Wait()
+		// A file created and never flushed (its handle was not released
+		// before the mount went) is committed, empty.
+		if en := root.fsys.settle(context.Background()); en != 0 {
+			s.mu.Lock()
+			s.panics++
+			s.mu.Unlock()
+		}
 		s.mu.Lock()
 		s.state = StateUnmounted
 		s.mu.Unlock()
@@ -237,7 +244,8 @@ func (s *Session) State() State {
 	return s.state
 }
 
-// Panics counts request handlers that panicked (each answered EIO).
+// Panics counts request handlers that panicked (each answered EIO), and
+// files created in the mount that could not be committed when it went.
 func (s *Session) Panics() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

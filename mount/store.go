@@ -13,6 +13,8 @@ type Store interface {
 	Lookup(ctx context.Context, parent uint64, name string) (vault.Attr, error)
 	ReadDir(ctx context.Context, ino uint64) ([]vault.DirEntry, error)
 	Mknod(ctx context.Context, parent uint64, name string, spec vault.NodeSpec) (vault.Attr, error)
+	ReserveIno(ctx context.Context) (uint64, error)
+	CreateFile(ctx context.Context, parent uint64, name string, spec vault.NodeSpec, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) (*vault.Content, error)
 	Link(ctx context.Context, ino, parent uint64, name string) (vault.Attr, error)
 	Unlink(ctx context.Context, parent uint64, name string) error
 	Rmdir(ctx context.Context, parent uint64, name string) error

@@ -95,6 +95,11 @@ type NodeSpec struct {
 	UID    uint32
 	GID    uint32
 	Target string // symlink target
+	// Ino, when not 0, is the node's number, from ReserveIno.
+	Ino uint64
+	// Time, when not zero, is the node's creation time (its mtime, ctime
+	// and atime) instead of the commit's.
+	Time time.Time
 }
 
 // Mknod creates a file, directory, symlink, named pipe or socket node
@@ -110,7 +115,7 @@ func (v *Vault) Mknod(ctx context.Context, parent uint64, name string, spec Node
 		if err != nil {
 			return err
 		}
-		in, err := t.create(dir, name, spec.Kind, spec.Mode, spec.UID, spec.GID, spec.Target)
+		in, err := t.createSpec(dir, name, spec, true)
 		if err != nil {
 			return err
 		}
@@ -336,49 +341,7 @@ func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, indexes []i
 		if in.kind != KindFile {
 			return wire.Errorf(wire.CodeIsDir, "not a regular file")
 		}
-		if err := t.checkGrowth(in, size); err != nil {
-			return err
-		}
-		if size < in.size {
-			if err := t.truncate(in, size); err != nil {
-				return err
-			}
-		}
-		n := (size + ChunkSize - 1) / ChunkSize
-		m := in.chunks
-		if need := int(n * hashLen); len(m) < need {
-			grown := make([]byte, need)
-			copy(grown, m)
-			m = grown
-		} else {
-			m = append([]byte(nil), m...)
-		}
-		for _, i := range indexes {
-			if i < 0 || i >= n {
-				continue
-			}
-			data, err := chunk(i)
-			if err != nil {
-				return err
-			}
-			if span := size - i*ChunkSize; int64(len(data)) > span {
-				data = data[:span]
-			}
-			if len(data) > ChunkSize {
-				return wire.Errorf(wire.CodeInvalidInput, "chunk %d is larger than %d bytes", i, ChunkSize)
-			}
-			h, err := t.putChunk(data)
-			if err != nil {
-				return err
-			}
-			copy(m[i*hashLen:], h)
-		}
-		in.chunks, in.size = m, size
-		in.mtime, in.ctime = t.now, t.now
-		if !mtime.IsZero() {
-			in.mtime = mtime.UnixNano()
-		}
-		if err := t.saveInode(in); err != nil {
+		if err := t.persist(in, size, indexes, chunk, mtime); err != nil {
 			return err
 		}
 		if err := t.recordVersionAt(in, "", "write"); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
@@ -390,6 +353,87 @@ func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, indexes []i
 		return nil
 	})
 	return c, err
+}
+
+// CreateFile creates the regular file name in parent with the content
+// Persist would write, in one transaction: what a writer mount commits
+// when a file it created is first flushed. Its history starts with one
+// version, the created file with that content.
+func (v *Vault) CreateFile(ctx context.Context, parent uint64, name string, spec NodeSpec, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) (*Content, error) {
+	if spec.Kind != KindFile {
+		return nil, wire.Errorf(wire.CodeInvalidInput, "create file: not a regular file (kind %d)", spec.Kind)
+	}
+	var c *Content
+	err := v.update(ctx, "create", func(t *txn) error {
+		dir, err := t.dirInode(int64(parent))
+		if err != nil {
+			return err
+		}
+		in, err := t.createSpec(dir, name, spec, false)
+		if err != nil {
+			return err
+		}
+		p, _ := t.childPath(dir.ino, name)
+		t.audit("create", p, map[string]any{"mode": in.mode})
+		if err := t.persist(in, size, indexes, chunk, mtime); err != nil {
+			return err
+		}
+		if err := t.recordVersionAt(in, p, "create"); err != nil {
+			return err
+		}
+		t.audit("write", p, map[string]any{"size": size, "chunks_written": len(indexes)})
+		c = &Content{v: v, attr: in.attr(), size: in.size, chunks: in.chunks}
+		return nil
+	})
+	return c, err
+}
+
+// persist writes the chunks at indexes (from chunk) into in, sized size,
+// and saves it; recording the version is the caller's.
+func (t *txn) persist(in *inode, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) error {
+	if err := t.checkGrowth(in, size); err != nil {
+		return err
+	}
+	if size < in.size {
+		if err := t.truncate(in, size); err != nil {
+			return err
+		}
+	}
+	n := (size + ChunkSize - 1) / ChunkSize
+	m := in.chunks
+	if need := int(n * hashLen); len(m) < need {
+		grown := make([]byte, need)
+		copy(grown, m)
+		m = grown
+	} else {
+		m = append([]byte(nil), m...)
+	}
+	for _, i := range indexes {
+		if i < 0 || i >= n {
+			continue
+		}
+		data, err := chunk(i)
+		if err != nil {
+			return err
+		}
+		if span := size - i*ChunkSize; int64(len(data)) > span {
+			data = data[:span]
+		}
+		if len(data) > ChunkSize {
+			return wire.Errorf(wire.CodeInvalidInput, "chunk %d is larger than %d bytes", i, ChunkSize)
+		}
+		h, err := t.putChunk(data)
+		if err != nil {
+			return err
+		}
+		copy(m[i*hashLen:], h)
+	}
+	in.chunks, in.size = m, size
+	in.mtime, in.ctime = t.now, t.now
+	if !mtime.IsZero() {
+		in.mtime = mtime.UnixNano()
+	}
+	return t.saveInode(in)
 }
 
 // Content is a file's content as of one moment: it stays readable after

@@ -325,3 +325,71 @@ func deadPID(t *testing.T) int {
 	}
 	return cmd.Process.Pid
 }
+
+// A writer mount reserves an inode number when a file is created and
+// commits the file, with its first content, when the file is flushed.
+func TestReservedCreate(t *testing.T) {
+	ctx := context.Background()
+	_, v := newVault(t)
+	write(t, v, "/d/keep", "x")
+	d, err := v.Stat(ctx, "/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := v.ReserveIno(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := v.ReserveIno(ctx)
+	if err != nil || r2 == r1 {
+		t.Fatalf("second reservation %d, %v (first %d)", r2, err, r1)
+	}
+	// Nodes made meanwhile get other numbers.
+	other, err := v.Mknod(ctx, d.Ino, "other", NodeSpec{Kind: KindFile, Mode: 0o600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Ino == r1 || other.Ino == r2 {
+		t.Fatalf("mknod got reserved inode %d", other.Ino)
+	}
+	born := time.Unix(1700000000, 0)
+	data := []byte("hello")
+	c, err := v.CreateFile(ctx, d.Ino, "new", NodeSpec{Kind: KindFile, Mode: 0o640, Ino: r2, Time: born}, int64(len(data)), []int64{0},
+		func(int64) ([]byte, error) { return data, nil }, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := c.Attr(); a.Ino != r2 || a.Size != 5 || a.Mode != 0o640 || !a.Atime.Equal(born) {
+		t.Errorf("created %+v, want ino %d, 5 bytes, mode 0640, atime %v", a, r2, born)
+	}
+	if got := read(t, v, "/d/new"); got != "hello" {
+		t.Errorf("content %q", got)
+	}
+	vers, err := v.Log(ctx, "/d/new")
+	if err != nil || len(vers) != 1 || vers[0].Op != "create" || vers[0].Size != 5 {
+		t.Errorf("history %+v, %v: want one create version of 5 bytes", vers, err)
+	}
+	// The same name again, or the reserved number again, is refused and changes nothing.
+	if _, err := v.CreateFile(ctx, d.Ino, "new", NodeSpec{Kind: KindFile, Mode: 0o600, Ino: r1}, 0, nil, nil, time.Time{}); !wire.HasCode(err, wire.CodeAlreadyExists) {
+		t.Errorf("create over an existing name: %v", err)
+	}
+	if _, err := v.Mknod(ctx, d.Ino, "again", NodeSpec{Kind: KindFile, Mode: 0o600, Ino: r2}); err == nil {
+		t.Error("mknod with an inode number in use succeeded")
+	}
+	// An empty file made with the other reservation.
+	if a, err := v.Mknod(ctx, d.Ino, "empty", NodeSpec{Kind: KindFile, Mode: 0o600, Ino: r1}); err != nil || a.Ino != r1 {
+		t.Fatalf("mknod with reservation: %+v, %v", a, err)
+	}
+	// Later nodes never reuse them.
+	if a, err := v.Mknod(ctx, d.Ino, "later", NodeSpec{Kind: KindFile, Mode: 0o600}); err != nil || a.Ino <= r2 {
+		t.Errorf("later node %+v, %v: want an inode above %d", a, err, r2)
+	}
+	info, err := v.Info(ctx)
+	if err != nil || info.Files != 6 {
+		t.Errorf("info: %d files, %v; want 6", info.Files, err)
+	}
+	mustCheck(t, v)
+	if rep, err := v.VerifyAudit(ctx); err != nil || !rep.OK {
+		t.Errorf("audit verify: %+v, %v", rep, err)
+	}
+}

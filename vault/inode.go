@@ -213,8 +213,8 @@ func (t *txn) dropInode(in *inode) error {
 
 // newInode allocates an inode number and fills in a new inode.
 func (t *txn) newInode(kind Kind, mode, uid, gid uint32, target string) *inode {
-	ino := t.st.nextIno
-	t.st.nextIno++
+	ino := t.v.allocIno(t.st.nextIno)
+	t.st.nextIno = ino + 1
 	in := &inode{ino: ino, kind: kind, mode: mode & 0o7777, uid: uid, gid: gid, nlink: 1,
 		mtime: t.now, ctime: t.now, atime: t.now, target: target, chunks: []byte{}, xattrs: []byte{}, fresh: true}
 	if kind == KindDir {
@@ -272,6 +272,11 @@ func (t *txn) dropDentryAt(parent int64, name string, genFrom int64) error {
 }
 
 // validName checks one path component.
+// ValidEntryName checks a directory entry name as every operation that
+// makes one does (invalid_path when it is empty, ".", "..", holds "/" or
+// NUL, or is longer than 255 bytes).
+func ValidEntryName(name string) error { return validName(name) }
+
 func validName(name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
 		return wire.Errorf(wire.CodeInvalidPath, "invalid file name %q", name)

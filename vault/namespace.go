@@ -28,6 +28,14 @@ func (t *txn) touchDir(dir *inode) error {
 
 // create makes a new inode named name in dir.
 func (t *txn) create(dir *inode, name string, kind Kind, mode, uid, gid uint32, target string) (*inode, error) {
+	return t.createSpec(dir, name, NodeSpec{Kind: kind, Mode: mode, UID: uid, GID: gid, Target: target}, true)
+}
+
+// createSpec is create for a NodeSpec, which may carry a reserved inode
+// number and a creation time. version says whether to record the new
+// file's first version now (a caller that writes content first records it).
+func (t *txn) createSpec(dir *inode, name string, spec NodeSpec, version bool) (*inode, error) {
+	kind := spec.Kind
 	if err := validName(name); err != nil {
 		return nil, err
 	}
@@ -36,7 +44,33 @@ func (t *txn) create(dir *inode, name string, kind Kind, mode, uid, gid uint32, 
 	} else if ok {
 		return nil, wire.Errorf(wire.CodeAlreadyExists, "%q already exists", name)
 	}
-	in := t.newInode(kind, mode, uid, gid, target)
+	var in *inode
+	if spec.Ino != 0 {
+		ino := int64(spec.Ino)
+		// Reserved by this process (ReserveIno), so no node has it unless
+		// another process created nodes since, which a writer mount's lock
+		// forbids: check rather than trust.
+		if _, err := getInode(t.ctx, t.tx, ino); err == nil {
+			return nil, wire.Errorf(wire.CodeInternal, "reserved inode %d is already in use", ino)
+		} else if !wire.HasCode(err, wire.CodeNotFound) {
+			return nil, err
+		}
+		in = &inode{ino: ino, kind: kind, mode: spec.Mode & 0o7777, uid: spec.UID, gid: spec.GID, nlink: 1,
+			mtime: t.now, ctime: t.now, atime: t.now, target: spec.Target, chunks: []byte{}, xattrs: []byte{}, fresh: true}
+		if kind == KindDir {
+			in.nlink = 2
+		}
+		if kind == KindSymlink {
+			in.size = int64(len(spec.Target))
+		}
+		t.st.nextIno = max(t.st.nextIno, ino+1)
+	} else {
+		in = t.newInode(kind, spec.Mode, spec.UID, spec.GID, spec.Target)
+	}
+	if !spec.Time.IsZero() {
+		ns := spec.Time.UnixNano()
+		in.mtime, in.ctime, in.atime = ns, ns, ns
+	}
 	if err := t.saveInode(in); err != nil {
 		return nil, err
 	}
@@ -49,7 +83,7 @@ func (t *txn) create(dir *inode, name string, kind Kind, mode, uid, gid uint32, 
 	if err := t.touchDir(dir); err != nil {
 		return nil, err
 	}
-	if kind != KindDir {
+	if kind != KindDir && version {
 		if err := t.recordVersion(in, dir.ino, name, "create"); err != nil {
 			return nil, err
 		}

@@ -41,6 +41,35 @@ type Vault struct {
 	dirsMu    sync.Mutex
 	dirs      map[int64]string
 	dirsEpoch int64
+
+	// inoMu guards nextIno, the lowest inode number this process has
+	// neither allocated nor reserved (see ReserveIno).
+	inoMu   sync.Mutex
+	nextIno int64
+}
+
+// allocIno returns the inode number for a new node, given the state's
+// next_ino: never one this process reserved or allocated before.
+func (v *Vault) allocIno(next int64) int64 {
+	v.inoMu.Lock()
+	defer v.inoMu.Unlock()
+	ino := max(next, v.nextIno)
+	v.nextIno = ino + 1
+	return ino
+}
+
+// ReserveIno returns an inode number for a node this process creates
+// later with NodeSpec.Ino: no node created meanwhile gets it. A writer
+// mount uses it to answer a create before committing it (other processes
+// cannot change the tree while it holds the vault). A number reserved and
+// never used is simply skipped.
+func (v *Vault) ReserveIno(ctx context.Context) (uint64, error) {
+	var next int64
+	err := v.ws.readRow(ctx, v.r, func(r *sql.Row) error { return r.Scan(&next) }, "SELECT next_ino FROM state WHERE id = 1")
+	if err != nil {
+		return 0, storageErr("reserve inode", err)
+	}
+	return uint64(v.allocIno(next)), nil
 }
 
 // Options tune how a vault is opened.
