@@ -115,7 +115,7 @@ func (v *Vault) Mknod(ctx context.Context, parent uint64, name string, spec Node
 		if err != nil {
 			return err
 		}
-		in, err := t.createSpec(dir, name, spec, true)
+		in, err := t.createSpec(dir, name, spec, false)
 		if err != nil {
 			return err
 		}
@@ -369,7 +369,7 @@ func (v *Vault) CreateFile(ctx context.Context, parent uint64, name string, spec
 		if err != nil {
 			return err
 		}
-		in, err := t.createSpec(dir, name, spec, false)
+		in, err := t.createSpec(dir, name, spec, true)
 		if err != nil {
 			return err
 		}

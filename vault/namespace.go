@@ -28,13 +28,13 @@ func (t *txn) touchDir(dir *inode) error {
 
 // create makes a new inode named name in dir.
 func (t *txn) create(dir *inode, name string, kind Kind, mode, uid, gid uint32, target string) (*inode, error) {
-	return t.createSpec(dir, name, NodeSpec{Kind: kind, Mode: mode, UID: uid, GID: gid, Target: target}, true)
+	return t.createSpec(dir, name, NodeSpec{Kind: kind, Mode: mode, UID: uid, GID: gid, Target: target}, false)
 }
 
 // createSpec is create for a NodeSpec, which may carry a reserved inode
-// number and a creation time. version says whether to record the new
-// file's first version now (a caller that writes content first records it).
-func (t *txn) createSpec(dir *inode, name string, spec NodeSpec, version bool) (*inode, error) {
+// number and a creation time. With content set, the caller writes the new
+// file's content, then saves the inode and records its first version.
+func (t *txn) createSpec(dir *inode, name string, spec NodeSpec, content bool) (*inode, error) {
 	kind := spec.Kind
 	if err := validName(name); err != nil {
 		return nil, err
@@ -71,8 +71,10 @@ func (t *txn) createSpec(dir *inode, name string, spec NodeSpec, version bool) (
 		ns := spec.Time.UnixNano()
 		in.mtime, in.ctime, in.atime = ns, ns, ns
 	}
-	if err := t.saveInode(in); err != nil {
-		return nil, err
+	if !content {
+		if err := t.saveInode(in); err != nil {
+			return nil, err
+		}
 	}
 	if err := t.insertDentry(dir.ino, name, in.ino); err != nil {
 		return nil, err
@@ -83,7 +85,7 @@ func (t *txn) createSpec(dir *inode, name string, spec NodeSpec, version bool) (
 	if err := t.touchDir(dir); err != nil {
 		return nil, err
 	}
-	if kind != KindDir && version {
+	if kind != KindDir && !content {
 		if err := t.recordVersion(in, dir.ino, name, "create"); err != nil {
 			return nil, err
 		}
