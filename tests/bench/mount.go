@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"syscall"
 	"time"
 
@@ -57,6 +58,9 @@ type target struct {
 	start func() error // (re)mounts; nil for a plain directory
 	stop  func() error
 }
+
+// mountRounds is how many times the mount workloads run on each target.
+const mountRounds = 3
 
 func mountBench(ctx context.Context, cfg config) ([]section, error) {
 	work := filepath.Join(cfg.Work, "mount")
@@ -139,43 +143,74 @@ func mountBench(ctx context.Context, cfg config) ([]section, error) {
 			return shell(filepath.Join(t.dir, "repo"), "git status --porcelain >/dev/null")
 		}},
 	}
-	results := make([][]time.Duration, len(workloads))
-	for ti, t := range targets {
-		if t.start != nil {
-			if err := t.start(); err != nil {
-				return nil, fmt.Errorf("%s: %w", t.name, err)
-			}
+	// Rounds: every workload runs on every target once per round, in a
+	// directory of its own, and the targets take turns going first, so
+	// that a slow spell of a shared machine does not land on one target
+	// only. Each cell is the median of the rounds.
+	results := make([][][]time.Duration, len(workloads)) // [workload][target][round]
+	for wi := range results {
+		results[wi] = make([][]time.Duration, len(targets))
+	}
+	for round := 0; round < mountRounds; round++ {
+		order := []int{0, 1, 2}
+		if round%2 == 1 {
+			order = []int{2, 1, 0}
 		}
-		for wi, w := range workloads {
-			d, err := w.run(t)
-			if err != nil {
-				if t.stop != nil {
-					t.stop()
+		for _, ti := range order {
+			base := targets[ti]
+			if base.start != nil {
+				if err := base.start(); err != nil {
+					return nil, fmt.Errorf("%s: %w", base.name, err)
 				}
-				return nil, fmt.Errorf("%s on %s: %w", w.name, t.name, err)
 			}
-			if results[wi] == nil {
-				results[wi] = make([]time.Duration, len(targets))
+			t := base
+			t.dir = filepath.Join(base.dir, fmt.Sprintf("round%d", round))
+			if err := os.Mkdir(t.dir, 0o755); err != nil {
+				return nil, err
 			}
-			results[wi][ti] = d
-		}
-		if t.stop != nil {
-			if err := t.stop(); err != nil {
-				return nil, fmt.Errorf("stop %s: %w", t.name, err)
+			for wi, w := range workloads {
+				d, err := w.run(t)
+				if err != nil {
+					if base.stop != nil {
+						base.stop()
+					}
+					return nil, fmt.Errorf("%s on %s: %w", w.name, base.name, err)
+				}
+				results[wi][ti] = append(results[wi][ti], d)
+			}
+			if err := os.RemoveAll(t.dir); err != nil {
+				return nil, fmt.Errorf("clean up %s: %w", base.name, err)
+			}
+			if base.stop != nil {
+				if err := base.stop(); err != nil {
+					return nil, fmt.Errorf("stop %s: %w", base.name, err)
+				}
 			}
 		}
 	}
 	var rows [][]string
 	for wi, w := range workloads {
-		r := results[wi]
+		var r [3]time.Duration
+		var ratios []float64
+		for ti := range targets {
+			ds := append([]time.Duration(nil), results[wi][ti]...)
+			sortDur(ds)
+			r[ti] = median(ds)
+		}
+		for k := range results[wi][2] {
+			ratios = append(ratios, float64(results[wi][2][k])/float64(results[wi][1][k]))
+		}
+		sort.Float64s(ratios)
 		ratio := float64(r[2]) / float64(r[1])
-		rows = append(rows, []string{w.name, fmtDur(r[0]), fmtDur(r[1]), fmtDur(r[2]), fmt.Sprintf("%.2f×", ratio)})
+		rows = append(rows, []string{w.name, fmtDur(r[0]), fmtDur(r[1]), fmtDur(r[2]), fmt.Sprintf("%.2f×", ratio),
+			fmt.Sprintf("%.2f–%.2f×", ratios[0], ratios[len(ratios)-1])})
 	}
 	return []section{{
-		Title:  "Mount: plain directory, go-fuse loopback and avfs, one run",
-		Header: []string{"workload", "plain dir", "loopback (FUSE floor)", "avfs mount", "avfs / loopback"},
+		Title:  fmt.Sprintf("Mount: plain directory, go-fuse loopback and avfs, median of %d rounds", mountRounds),
+		Header: []string{"workload", "plain dir", "loopback (FUSE floor)", "avfs mount", "avfs / loopback", "per round"},
 		Rows:   rows,
 		Notes: []string{
+			fmt.Sprintf("Each round runs every workload on the three targets, one target after the other, the order reversed every other round; a cell is the median of %d rounds, and \"per round\" is the range of the round's avfs / loopback ratios.", mountRounds),
 			"Targets: avfs within 1.5× of the loopback mount on metadata-heavy work and the git workload; warm re-reads at page-cache speed; cold sequential read at least 200 MB/s.",
 			"Cold reads and cold stats remount the FUSE targets and drop the kernel caches first (plain directory: caches dropped).",
 			"The loopback file system gets FUSE passthrough on this kernel for bulk data; a SQLite-backed file system has no backing file descriptor to pass through.",
