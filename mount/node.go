@@ -43,6 +43,14 @@ func (f *fsys) quotas(ctx context.Context, fresh bool) vault.Quota {
 	return f.quota
 }
 
+// owner returns the owner of a node the request creates: its caller.
+func (f *fsys) owner(ctx context.Context) (uid, gid uint32) {
+	if caller, ok := fuse.FromContext(ctx); ok {
+		return caller.Uid, caller.Gid
+	}
+	return f.uid, f.gid
+}
+
 // maxFileBytes returns the file size quota (0: none), re-read at most once
 // a second unless fresh is set.
 func (f *fsys) maxFileBytes(ctx context.Context, fresh bool) int64 {
@@ -389,11 +397,7 @@ func (n *node) create(ctx context.Context, name string, spec vault.NodeSpec, out
 	if n.fsys.readonly {
 		return nil, vault.Attr{}, syscall.EROFS
 	}
-	if caller, ok := fuse.FromContext(ctx); ok {
-		spec.UID, spec.GID = caller.Uid, caller.Gid
-	} else {
-		spec.UID, spec.GID = n.fsys.uid, n.fsys.gid
-	}
+	spec.UID, spec.GID = n.fsys.owner(ctx)
 	if en := n.fsys.settle(ctx); en != 0 {
 		return nil, vault.Attr{}, en
 	}
@@ -464,11 +468,7 @@ func (n *node) lazyCreate(ctx context.Context, name string) bool {
 // createPending answers a create with a reserved inode number and leaves
 // the file to be committed by its first flush.
 func (n *node) createPending(ctx context.Context, name string, flags uint32, spec vault.NodeSpec, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	if caller, ok := fuse.FromContext(ctx); ok {
-		spec.UID, spec.GID = caller.Uid, caller.Gid
-	} else {
-		spec.UID, spec.GID = n.fsys.uid, n.fsys.gid
-	}
+	spec.UID, spec.GID = n.fsys.owner(ctx)
 	ino, err := n.fsys.store.ReserveIno(ctx)
 	if err != nil {
 		return nil, nil, 0, errno(err)

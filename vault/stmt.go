@@ -31,9 +31,6 @@ type stmtCache struct {
 	closed    bool
 }
 
-// wcache is the writers' connection's cache; connMu is held.
-func (c *stmtCache) wcache() *writeCache { return &c.wc }
-
 func newStmtCache(db *sql.DB) *stmtCache { return &stmtCache{db: db, m: map[string]*sql.Stmt{}} }
 
 func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {

@@ -134,7 +134,7 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 		}
 	}()
 	t := &txn{ctx: ctx, tx: tx, v: v, now: time.Now().UnixNano()}
-	wc := tx.c.wcache()
+	wc := &tx.c.wc // guarded by the connection's lock, which the transaction holds
 	var dataVer int64
 	if err := tx.QueryRowContext(ctx, "PRAGMA data_version").Scan(&dataVer); err != nil {
 		return storageErr(op, err)
@@ -147,7 +147,7 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 			return storageErr(op, err)
 		}
 	}
-	// Until this transaction commits, the cache may be ahead of the file.
+	// Should this transaction fail or panic, the next one reads afresh.
 	wc.ok = false
 	t.orig = t.st
 	if err := fn(t); err != nil {
