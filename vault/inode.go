@@ -213,8 +213,12 @@ func (t *txn) dropInode(in *inode) error {
 
 // newInode allocates an inode number and fills in a new inode.
 func (t *txn) newInode(kind Kind, mode, uid, gid uint32, target string) *inode {
-	ino := t.v.allocIno(t.st.nextIno)
-	t.st.nextIno = ino + 1
+	return t.newInodeAt(t.v.allocIno(t.st.nextIno), kind, mode, uid, gid, target)
+}
+
+// newInodeAt is newInode with the inode number ino (allocated or reserved).
+func (t *txn) newInodeAt(ino int64, kind Kind, mode, uid, gid uint32, target string) *inode {
+	t.st.nextIno = max(t.st.nextIno, ino+1)
 	in := &inode{ino: ino, kind: kind, mode: mode & 0o7777, uid: uid, gid: gid, nlink: 1,
 		mtime: t.now, ctime: t.now, atime: t.now, target: target, chunks: []byte{}, xattrs: []byte{}, fresh: true}
 	if kind == KindDir {

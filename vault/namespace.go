@@ -55,15 +55,7 @@ func (t *txn) createSpec(dir *inode, name string, spec NodeSpec, content bool) (
 		} else if !wire.HasCode(err, wire.CodeNotFound) {
 			return nil, err
 		}
-		in = &inode{ino: ino, kind: kind, mode: spec.Mode & 0o7777, uid: spec.UID, gid: spec.GID, nlink: 1,
-			mtime: t.now, ctime: t.now, atime: t.now, target: spec.Target, chunks: []byte{}, xattrs: []byte{}, fresh: true}
-		if kind == KindDir {
-			in.nlink = 2
-		}
-		if kind == KindSymlink {
-			in.size = int64(len(spec.Target))
-		}
-		t.st.nextIno = max(t.st.nextIno, ino+1)
+		in = t.newInodeAt(ino, kind, spec.Mode, spec.UID, spec.GID, spec.Target)
 	} else {
 		in = t.newInode(kind, spec.Mode, spec.UID, spec.GID, spec.Target)
 	}
