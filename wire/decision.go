@@ -101,6 +101,9 @@ type PolicyResult struct {
 	Decision Decision     `json:"decision"`
 	Reasons  []Reason     `json:"reasons"`
 	Bundles  []BundleInfo `json:"bundles"`
-	Trace    []TraceEvent `json:"trace,omitempty"`
-	EvalUS   int64        `json:"eval_us"` // time spent evaluating, in microseconds
+	// Sandbox is what the decision lets the sandbox allow (the decision
+	// document's optional "sandbox" object); zero grants nothing.
+	Sandbox SandboxGrant `json:"sandbox"`
+	Trace   []TraceEvent `json:"trace,omitempty"`
+	EvalUS  int64        `json:"eval_us"` // time spent evaluating, in microseconds
 }

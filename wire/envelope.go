@@ -24,6 +24,7 @@ type Envelope struct {
 	Checkpoint    *CheckpointRef `json:"checkpoint"` // taken before the run, or null
 	Approval      *ApprovalRef   `json:"approval"`   // the approval asked for or used, or null
 	Mount         *MountReport   `json:"mount"`      // how the vault was presented, or null when not run
+	Sandbox       *SandboxReport `json:"sandbox"`    // how the command was held, or null when not run
 	Process       *ProcessReport `json:"process"`    // null when the command did not run
 	Changes       []Change       `json:"changes"`
 	// ChangesTotal is the number of changes; Changes lists the first ones
@@ -122,6 +123,7 @@ type Timing struct {
 	PolicyMS     float64 `json:"policy_ms"`
 	CheckpointMS float64 `json:"checkpoint_ms"` // waiting for the vault (another run holds it) and taking the checkpoint
 	MountMS      float64 `json:"mount_ms"`      // mounting and unmounting (or materialising and syncing back)
+	SandboxMS    float64 `json:"sandbox_ms"`    // building the sandbox and tearing it down (0 without one)
 	RunMS        float64 `json:"run_ms"`
 	SummaryMS    float64 `json:"summary_ms"`
 	TotalMS      float64 `json:"total_ms"`

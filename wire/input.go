@@ -21,6 +21,8 @@ type Input struct {
 	Env     []string     `json:"env"` // names of the variables the command will see
 	Vault   VaultInput   `json:"vault"`
 	Request RequestInput `json:"request"`
+	// Sandbox says how the command will be held (see SandboxInput).
+	Sandbox SandboxInput `json:"sandbox"`
 }
 
 // Command is one simple command: argv after wrappers were unwrapped.
@@ -91,6 +93,7 @@ type Path struct {
 	Arg         string `json:"arg"`          // as written
 	Path        string `json:"path"`         // resolved: vault-absolute when inside, else the host path ("~/x" for home, "/../x" above the vault root)
 	InsideVault bool   `json:"inside_vault"` // false for absolute host paths, ~, $HOME and .. escapes
+	Where       Where  `json:"where"`        // what the path names in the command's view (vault, scratch, read_only_system, outside, unknown)
 	Source      string `json:"source"`       // "arg" or "redirect"
 	Command     int    `json:"command"`      // index into Commands
 }
