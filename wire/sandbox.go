@@ -62,6 +62,10 @@ type SandboxInput struct {
 	// ReadOnlySystem lists the directories a sandbox shows read-only
 	// (/usr, /etc, …); empty without a sandbox.
 	ReadOnlySystem []string `json:"read_only_system"`
+	// Scratch lists the directories private to a sandbox (/tmp, its home,
+	// /dev, /proc): nothing there is the host's, and what is written there
+	// is gone after the run; empty without a sandbox.
+	Scratch []string `json:"scratch"`
 }
 
 // SandboxReport is the envelope's sandbox: how the command was held.
