@@ -22,6 +22,7 @@ type ParseRequest struct {
 	PathEnv string   // PATH used to resolve program_path ("" = os PATH)
 	Vault   wire.VaultInput
 	Request wire.RequestInput
+	Sandbox wire.SandboxInput // how the command will be held: input.sandbox
 }
 
 // Origins of a command (wire.Command.Origin).
@@ -108,6 +109,7 @@ func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 		Env:           envNames(req.Env),
 		Vault:         req.Vault,
 		Request:       req.Request,
+		Sandbox:       req.Sandbox,
 	}
 	if len(b.commands) > 0 {
 		in.Command = b.commands[0]

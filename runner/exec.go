@@ -13,6 +13,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -24,6 +25,7 @@ import (
 
 	"avfs/engine"
 	"avfs/mount"
+	"avfs/sandbox"
 	"avfs/vault"
 	"avfs/wire"
 )
@@ -68,6 +70,8 @@ type Runner struct {
 	// ApproverKey is not used. Unlike the secret, it lets nobody grant.
 	ApproverPublicKey ed25519.PublicKey
 	TempDir           string // where mount points and materialised copies go ("" = os.TempDir())
+	// Sandbox is how commands are held.
+	Sandbox SandboxConfig
 }
 
 // Request is one `avfs proxy exec`.
@@ -95,6 +99,9 @@ type Request struct {
 	// MaxChanges is the number of changes listed in the envelope (the
 	// first by path); 0 means DefaultMaxChanges, a negative number all.
 	MaxChanges int
+	// Sandbox is --sandbox: auto, namespaces or none ("" for the
+	// config's Runner.Sandbox.Mode).
+	Sandbox string
 }
 
 // DefaultMaxChanges is how many changes an envelope lists unless asked
@@ -187,232 +194,386 @@ func (r *Runner) startPolicy(ctx context.Context) func() (*engine.Policy, error)
 	}
 }
 
-func (r *Runner) exec(ctx context.Context, req Request, env *wire.Envelope) int {
-	cwd, err := vault.CleanPath(req.Cwd)
-	if err != nil {
-		return fail(env, fmt.Errorf("proxy exec: --cwd: %w", err))
+// exec runs req through the stages of a run, in order, each a method of
+// one execution. A stage either fails (the error, wrapped with the
+// stage's name, becomes the envelope's error in one place: exit 125),
+// ends the run early with a status of its own (deny, approval), or hands
+// on to the next. What a stage sets up is undone by the cleanups, last
+// first, whatever happened.
+func (r *Runner) exec(ctx context.Context, req Request, out *wire.Envelope) int {
+	x := &execution{r: r, req: req, out: out}
+	defer x.release(context.WithoutCancel(ctx))
+	stages := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"request", x.check},
+		{"open", x.open},
+		{"decide", x.decide},
+		{"lock", x.lock},
+		{"checkpoint", x.checkpoint},
+		{"mount", x.mount},
+		{"run", x.run},
+		{"unmount", x.unmount},
+		{"summary", x.summarize},
 	}
-	env.Command.Cwd = cwd
-	switch req.MountMode {
+	for _, s := range stages {
+		if err := s.run(ctx); err != nil {
+			return x.fail(s.name, err)
+		}
+		if x.stopped {
+			return x.status
+		}
+	}
+	return x.status
+}
+
+// execution is one run going through the stages of exec.
+type execution struct {
+	r   *Runner
+	req Request
+	out *wire.Envelope
+
+	cwd     string // vault-absolute
+	v       *vault.Vault
+	info    vault.Info
+	policy  func() (*engine.Policy, error)
+	probe   func() error // the sandbox probe, under auto and namespaces
+	view    view
+	res     wire.PolicyResult
+	digest  string
+	details map[string]any // of the audit event
+	busy    time.Time      // until when to wait for the vault
+	cp      *vault.Checkpoint
+	mark    *vault.Mark
+	ws      *workspace
+	proc    ProcResult
+	ran     bool      // the command started
+	started time.Time // of the current stage
+
+	cleanups []func(context.Context)
+	stopped  bool // a stage ended the run with status
+	status   int
+}
+
+// stop ends the run after this stage with status.
+func (x *execution) stop(status int) { x.stopped, x.status = true, status }
+
+// defer adds a cleanup, run by release (last first).
+func (x *execution) later(f func(context.Context)) { x.cleanups = append(x.cleanups, f) }
+
+func (x *execution) release(ctx context.Context) {
+	for i := len(x.cleanups) - 1; i >= 0; i-- {
+		x.cleanups[i](ctx)
+	}
+}
+
+// fail makes err, from stage, the envelope's error: exit 125. A *wire.Error
+// keeps its code; the message says which stage failed unless it does.
+func (x *execution) fail(stage string, err error) int {
+	if !strings.HasPrefix(err.Error(), "proxy exec: ") {
+		err = fmt.Errorf("proxy exec: %s: %w", stage, err)
+	}
+	return fail(x.out, err)
+}
+
+// check validates the request.
+func (x *execution) check(context.Context) error {
+	cwd, err := vault.CleanPath(x.req.Cwd)
+	if err != nil {
+		return fmt.Errorf("proxy exec: --cwd: %w", err)
+	}
+	x.cwd = cwd
+	x.out.Command.Cwd = cwd
+	switch x.req.MountMode {
 	case "":
-		req.MountMode = ModeAuto
+		x.req.MountMode = ModeAuto
 	case ModeAuto, ModeFUSE, ModeMaterialize:
 	default:
-		return fail(env, wire.Errorf(wire.CodeInvalidInput, "proxy exec: --mount-mode must be auto, fuse or materialize, not %q", req.MountMode))
+		return wire.Errorf(wire.CodeInvalidInput, "proxy exec: --mount-mode must be auto, fuse or materialize, not %q", x.req.MountMode)
 	}
-	if req.ApprovalTTL <= 0 {
-		req.ApprovalTTL = DefaultTTL
+	if _, err := x.r.sandboxMode(x.req); err != nil {
+		return err
 	}
-	// 1. Parse and decide, before anything expensive. The policy loads
-	// (bundles read and compiled) while the vault opens.
-	t := time.Now()
-	policy := r.startPolicy(ctx)
-	r.cleanStale()
-	v, err := r.Store.OpenOrCreate(ctx, req.Vault)
+	if x.req.ApprovalTTL <= 0 {
+		x.req.ApprovalTTL = DefaultTTL
+	}
+	return nil
+}
+
+// open opens the vault while the policy loads (bundles read and compiled)
+// and the kernel is asked for a sandbox.
+func (x *execution) open(ctx context.Context) error {
+	x.started = time.Now()
+	x.policy = x.r.startPolicy(ctx)
+	x.probe = x.r.startProbe(x.req)
+	x.r.cleanStale()
+	v, err := x.r.Store.OpenOrCreate(ctx, x.req.Vault)
 	if err != nil {
-		return fail(env, err)
+		return err
 	}
-	defer v.Close()
-	info, err := v.Info(ctx)
-	if err != nil {
-		return fail(env, err)
+	x.v = v
+	x.later(func(context.Context) { v.Close() })
+	if x.info, err = v.Info(ctx); err != nil {
+		return err
 	}
-	cmdEnv := r.environment(req, "", env.ID)
+	x.view, err = x.r.resolveView(x.req, x.probe)
+	return err
+}
+
+// decide parses the command and asks the policy; a deny or a new approval
+// request ends the run here.
+func (x *execution) decide(ctx context.Context) error {
+	req, v, cwd := x.req, x.v, x.cwd
+	cmdEnv := x.r.environment(req, x.view, "", x.out.ID)
 	input, err := engine.Parse(ctx, engine.ParseRequest{
 		Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: envNames(cmdEnv), PathEnv: lookup(cmdEnv, "PATH"),
-		Vault:   wire.VaultInput{Name: info.Name, Files: info.Files, Bytes: info.Bytes, Quotas: wire.QuotaInput(info.Quota), Parent: parentName(info)},
+		Vault:   wire.VaultInput{Name: x.info.Name, Files: x.info.Files, Bytes: x.info.Bytes, Quotas: wire.QuotaInput(x.info.Quota), Parent: parentName(x.info)},
 		Request: wire.RequestInput{TimeoutMS: req.Timeout.Milliseconds(), Readonly: req.Readonly, ApprovalID: req.ApprovalID},
+		Sandbox: x.view.input,
 	})
 	if err != nil {
-		env.Policy.Reasons = []wire.Reason{{ID: "avfs.input.invalid", Decision: wire.Deny, Message: "the command could not be parsed: " + err.Error()}}
-		env.Timing.PolicyMS = ms(time.Since(t))
-		_ = v.Event(ctx, "exec", cwd, map[string]any{"id": env.ID, "decision": wire.Deny, "error": err.Error()})
-		return fail(env, fmt.Errorf("proxy exec: %w", err))
+		x.out.Policy.Reasons = []wire.Reason{{ID: "avfs.input.invalid", Decision: wire.Deny, Message: "the command could not be parsed: " + err.Error()}}
+		x.out.Timing.PolicyMS = ms(time.Since(x.started))
+		_ = v.Event(ctx, "exec", cwd, map[string]any{"id": x.out.ID, "decision": wire.Deny, "error": err.Error()})
+		return fmt.Errorf("proxy exec: %w", err)
 	}
-	p, err := policy()
+	p, err := x.policy()
 	if err != nil {
-		env.Policy.Reasons = []wire.Reason{{ID: engine.ReasonFailClosed, Decision: wire.Deny, Message: "denied because the policy could not be loaded: " + err.Error()}}
-		env.Timing.PolicyMS = ms(time.Since(t))
-		_ = v.Event(ctx, "exec", cwd, map[string]any{"id": env.ID, "decision": wire.Deny, "error": err.Error()})
-		return fail(env, fmt.Errorf("proxy exec: load policy: %w", err))
+		x.out.Policy.Reasons = []wire.Reason{{ID: engine.ReasonFailClosed, Decision: wire.Deny, Message: "denied because the policy could not be loaded: " + err.Error()}}
+		x.out.Timing.PolicyMS = ms(time.Since(x.started))
+		_ = v.Event(ctx, "exec", cwd, map[string]any{"id": x.out.ID, "decision": wire.Deny, "error": err.Error()})
+		return fmt.Errorf("proxy exec: load policy: %w", err)
 	}
 	res, err := p.Decide(ctx, input, engine.DecideOptions{Explain: req.Explain})
 	if err != nil {
-		return fail(env, err)
+		return err
 	}
-	env.Decision = res.Decision
-	env.Policy = wire.PolicyReport{Reasons: res.Reasons, Bundles: res.Bundles, Trace: res.Trace, EvalUS: res.EvalUS}
-	env.Timing.PolicyMS = ms(time.Since(t))
-	digest := r.digest(req, cwd, info.Name, res.Bundles)
-	runDetails := map[string]any{"id": env.ID, "decision": res.Decision, "argv": req.Argv, "shell": req.Shell, "reasons": reasonIDs(res.Reasons)}
-
+	x.res = res
+	x.out.Decision = res.Decision
+	x.out.Policy = wire.PolicyReport{Reasons: res.Reasons, Bundles: res.Bundles, Trace: res.Trace, EvalUS: res.EvalUS}
+	x.out.Timing.PolicyMS = ms(time.Since(x.started))
+	x.digest = x.r.digest(req, cwd, x.info.Name, res.Bundles, x.view.input.Mode)
+	x.details = map[string]any{"id": x.out.ID, "decision": res.Decision, "argv": req.Argv, "shell": req.Shell, "reasons": reasonIDs(res.Reasons)}
 	switch res.Decision {
 	case wire.Deny:
-		if err := v.Event(ctx, "exec", cwd, runDetails); err != nil {
-			return fail(env, err)
+		if err := v.Event(ctx, "exec", cwd, x.details); err != nil {
+			return err
 		}
-		return wire.ExitNotRun
+		x.stop(wire.ExitNotRun)
 	case wire.RequireApproval:
-		if req.ApprovalID == "" {
-			a, err := v.CreateApproval(ctx, vault.ApprovalRequest{Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: req.Env, Readonly: req.Readonly, Vault: info.Name,
-				BundleRevision: revisions(res.Bundles), Reasons: reasonIDs(res.Reasons), Digest: digest, TTL: req.ApprovalTTL})
-			if err != nil {
-				return fail(env, err)
-			}
-			env.Approval = &wire.ApprovalRef{ID: a.ID, Status: a.Status, ExpiresAt: a.ExpiresAt.UTC()}
-			return wire.ExitNotRun
+		if req.ApprovalID != "" {
+			return nil // checked once the vault is ours
 		}
-	}
-
-	// 2. Wait for the vault (before an approval is used up), then checkpoint
-	// (approved runs and --rollback-on-failure also get one).
-	t = time.Now()
-	busyUntil := time.Now().Add(req.BusyWait)
-	if !req.Readonly {
-		err := waitBusy(ctx, busyUntil, func() error { return v.Lock(ctx, LockExec, env.ID) })
+		a, err := v.CreateApproval(ctx, vault.ApprovalRequest{Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: req.Env, Readonly: req.Readonly, Vault: x.info.Name,
+			BundleRevision: revisions(res.Bundles), Reasons: reasonIDs(res.Reasons), Digest: x.digest, TTL: req.ApprovalTTL})
 		if err != nil {
-			return fail(env, fmt.Errorf("proxy exec: waited %s for the vault: %w", req.BusyWait, err))
+			return err
 		}
-		defer v.Unlock(context.WithoutCancel(ctx), LockExec)
+		x.out.Approval = &wire.ApprovalRef{ID: a.ID, Status: a.Status, ExpiresAt: a.ExpiresAt.UTC()}
+		x.stop(wire.ExitNotRun)
+	}
+	return nil
+}
+
+// lock waits for the vault (before an approval is used up) and uses the
+// approval a require_approval run names.
+func (x *execution) lock(ctx context.Context) error {
+	x.started = time.Now()
+	v, req := x.v, x.req
+	x.busy = time.Now().Add(req.BusyWait)
+	if !req.Readonly {
+		err := waitBusy(ctx, x.busy, func() error { return v.Lock(ctx, LockExec, x.out.ID) })
+		if err != nil {
+			return fmt.Errorf("proxy exec: waited %s for the vault: %w", req.BusyWait, err)
+		}
+		x.later(func(ctx context.Context) { v.Unlock(ctx, LockExec) })
 		// Nor may a writer mount of someone else's change the vault under
 		// the checkpoint and the mark.
-		err = waitBusy(ctx, busyUntil, func() error { return mountedBy(ctx, v) })
+		err = waitBusy(ctx, x.busy, func() error { return mountedBy(ctx, v) })
 		if err != nil {
-			return fail(env, fmt.Errorf("proxy exec: waited %s for the vault: %w", req.BusyWait, err))
+			return fmt.Errorf("proxy exec: waited %s for the vault: %w", req.BusyWait, err)
 		}
 		// Marks are only taken under the lock: any left are of runs whose
 		// avfs was killed, and would keep old rows forever.
 		if _, err := v.ReleaseMarks(ctx); err != nil {
-			return fail(env, err)
+			return err
 		}
 	}
-	if res.Decision == wire.RequireApproval {
-		a, err := v.UseApproval(ctx, req.ApprovalID, digest, env.ID, r.checkGrant)
-		if err != nil {
-			if a2, gerr := v.Approval(ctx, req.ApprovalID); gerr == nil {
-				env.Approval = &wire.ApprovalRef{ID: a2.ID, Status: a2.Status, ExpiresAt: a2.ExpiresAt.UTC()}
-			}
-			env.Error = wire.NewErrorBody(err)
-			_ = v.Event(ctx, "exec", cwd, runDetails)
-			return wire.ExitNotRun
-		}
-		env.Approval = &wire.ApprovalRef{ID: a.ID, Status: a.Status, ExpiresAt: a.ExpiresAt.UTC()}
+	if x.res.Decision != wire.RequireApproval {
+		return nil
 	}
+	a, err := v.UseApproval(ctx, req.ApprovalID, x.digest, x.out.ID, x.r.checkGrant)
+	if err != nil {
+		if a2, gerr := v.Approval(ctx, req.ApprovalID); gerr == nil {
+			x.out.Approval = &wire.ApprovalRef{ID: a2.ID, Status: a2.Status, ExpiresAt: a2.ExpiresAt.UTC()}
+		}
+		x.out.Error = wire.NewErrorBody(err)
+		_ = v.Event(ctx, "exec", x.cwd, x.details)
+		x.stop(wire.ExitNotRun)
+		return nil
+	}
+	x.out.Approval = &wire.ApprovalRef{ID: a.ID, Status: a.Status, ExpiresAt: a.ExpiresAt.UTC()}
+	return nil
+}
 
-	// A program that is on no PATH entry runs nothing: no checkpoint for it.
-	// Nor does a read-only run get one, whatever the decision: it cannot
-	// change the vault.
-	missing := req.Shell == "" && Missing(req.Argv[0], r.environment(req, "/", env.ID), req.Mountpoint)
-	var cp *vault.Checkpoint
+// checkpoint takes the checkpoint the decision (or --rollback-on-failure)
+// asks for, and the mark the change summary starts from. A program that
+// is on no PATH entry runs nothing: no checkpoint for it. Nor does a
+// read-only run get one, whatever the decision: it cannot change the
+// vault.
+func (x *execution) checkpoint(ctx context.Context) error {
+	v, req, res := x.v, x.req, x.res
+	missing := req.Shell == "" && Missing(req.Argv[0], x.r.environment(req, x.view, "/", x.out.ID), req.Mountpoint)
 	if !missing && !req.Readonly && (res.Decision == wire.AllowWithCheckpoint || res.Decision == wire.RequireApproval || req.RollbackOnFailure) {
-		c, err := v.SaveCheckpoint(ctx, env.ID, "before proxy exec "+env.ID)
+		c, err := v.SaveCheckpoint(ctx, x.out.ID, "before proxy exec "+x.out.ID)
 		if err != nil {
-			return fail(env, err)
+			return err
 		}
-		cp = &c
-		env.Checkpoint = &wire.CheckpointRef{ID: c.ID, Name: c.Name}
+		x.cp = &c
+		x.out.Checkpoint = &wire.CheckpointRef{ID: c.ID, Name: c.Name}
 	}
 	// A read-only run changes nothing (and holds no lock to mark under).
-	var mark *vault.Mark
 	if !req.Readonly {
-		m, err := v.Mark(ctx, env.ID)
+		m, err := v.Mark(ctx, x.out.ID)
 		if err != nil {
-			return fail(env, err)
+			return err
 		}
-		mark = &m
-		defer v.Release(context.WithoutCancel(ctx), m)
+		x.mark = &m
+		x.later(func(ctx context.Context) { v.Release(ctx, m) })
 	}
-	env.Timing.CheckpointMS = ms(time.Since(t))
+	x.out.Timing.CheckpointMS = ms(time.Since(x.started))
+	return nil
+}
 
-	// 3. Mount (or materialise).
-	t = time.Now()
-	ws, err := r.present(ctx, v, info.Name, req, busyUntil)
+// mount presents the vault as a host directory: mounted, or materialised.
+func (x *execution) mount(ctx context.Context) error {
+	x.started = time.Now()
+	ws, err := x.r.present(ctx, x.v, x.info.Name, x.req, x.busy)
 	if err != nil {
-		return fail(env, err)
+		return err
 	}
-	env.Mount = &wire.MountReport{Mode: ws.mode, Dir: ws.dir}
-	dir := filepath.Join(ws.dir, filepath.FromSlash(strings.TrimPrefix(cwd, "/")))
-	mountTime := time.Since(t)
+	x.ws = ws
+	x.later(func(ctx context.Context) { // unless unmount did it
+		if x.ws != nil {
+			// Before the command ran there is nothing to bring back.
+			x.ws.close(ctx, x.v, x.req.Readonly || !x.ran)
+		}
+	})
+	x.out.Mount = &wire.MountReport{Mode: ws.mode, Dir: ws.dir}
+	dir := filepath.Join(ws.dir, filepath.FromSlash(strings.TrimPrefix(x.cwd, "/")))
+	x.out.Timing.MountMS = ms(time.Since(x.started))
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		ws.close(context.WithoutCancel(ctx), v, true)
-		return fail(env, wire.Errorf(wire.CodeInvalidInput, "proxy exec: --cwd %s is not a directory in the vault", cwd).With("cwd", cwd))
+		return wire.Errorf(wire.CodeInvalidInput, "proxy exec: --cwd %s is not a directory in the vault", x.cwd).With("cwd", x.cwd)
 	}
+	return nil
+}
 
-	// 4. Run.
-	t = time.Now()
+// run runs the command, in its sandbox unless the view has none.
+func (x *execution) run(ctx context.Context) error {
+	x.started = time.Now()
+	req, ws := x.req, x.ws
 	argv := req.Argv
 	if req.Shell != "" {
 		argv = []string{"/bin/sh", "-c", req.Shell}
 	}
-	proc, err := Start(ctx, ProcSpec{
-		Argv: argv, Dir: dir, Env: r.environment(req, ws.dir, env.ID), Stdin: req.Stdin,
-		Timeout: req.Timeout, KillGrace: req.KillGrace, MaxOutput: req.MaxOutput,
+	spec := ProcSpec{
+		Argv: argv, Stdin: req.Stdin, Timeout: req.Timeout, KillGrace: req.KillGrace, MaxOutput: req.MaxOutput,
 		Stdout: req.Stdout, Stderr: req.Stderr,
-		DirServed: ws.session != nil,
-	})
-	var pr ProcResult
-	var g *guard
-	if err == nil {
-		if ws.session != nil {
-			g = startGuard(r.Exe, ws.base)
+	}
+	x.out.Sandbox = x.view.report(x.res.Sandbox, ws.dir)
+	if x.view.input.Mode == wire.SandboxNamespaces {
+		sb, err := x.r.sandboxSpec(x.req, x.view, x.res.Sandbox, ws, x.cwd, x.info.Name)
+		if err != nil {
+			return err
 		}
-		pr, err = proc.Wait()
+		spec.Sandbox, spec.Exe = sb, x.r.exe()
+		spec.Env = x.r.environment(req, x.view, x.view.input.Workspace, x.out.ID)
+		spec.Dir = sb.Dir
+	} else {
+		spec.Env = x.r.environment(req, x.view, ws.dir, x.out.ID)
+		spec.Dir = filepath.Join(ws.dir, filepath.FromSlash(strings.TrimPrefix(x.cwd, "/")))
+		spec.DirServed = ws.session != nil
 	}
-	env.Timing.RunMS = ms(time.Since(t))
-
-	// 5. Unmount, always.
-	t = time.Now()
-	closeErr := ws.close(context.WithoutCancel(ctx), v, req.Readonly)
-	env.Mount.Discarded = ws.discarded
-	if g != nil {
-		g.stop() // the mount and the run's directory are gone
-	}
-	env.Timing.MountMS = ms(mountTime + time.Since(t))
+	proc, err := Start(ctx, spec)
+	x.ran = err == nil
 	if err != nil {
-		return fail(env, err)
+		x.out.Timing.RunMS = ms(time.Since(x.started))
+		return err
 	}
-	env.Process = processReport(pr)
-	if closeErr != nil {
-		return fail(env, closeErr)
+	var g *guard
+	if ws.session != nil {
+		g = startGuard(x.r.Exe, ws.base)
 	}
+	x.proc, err = proc.Wait()
+	if g != nil {
+		x.later(func(context.Context) { g.stop() }) // after the mount and the run's directory are gone
+	}
+	x.out.Timing.RunMS = ms(time.Since(x.started))
+	if x.out.Sandbox != nil && x.out.Sandbox.Mode == wire.SandboxNamespaces {
+		x.out.Sandbox.Landlock = proc.Landlock()
+		x.out.Timing.SandboxMS = ms(x.proc.SandboxSetup)
+	}
+	if err != nil {
+		return err
+	}
+	x.out.Process = processReport(x.proc)
+	return nil
+}
 
-	// 6. Summarise, roll back if asked, audit.
-	t = time.Now()
+// unmount unmounts (or syncs a materialised copy back), always.
+func (x *execution) unmount(ctx context.Context) error {
+	t := time.Now()
+	ws := x.ws
+	x.ws = nil
+	err := ws.close(context.WithoutCancel(ctx), x.v, x.req.Readonly)
+	x.out.Mount.Discarded = ws.discarded
+	x.out.Timing.MountMS += ms(time.Since(t))
+	if x.r.Sandbox.CacheDir != "" && x.view.input.Mode == wire.SandboxNamespaces {
+		_ = sandbox.TrimCache(x.r.cacheDir(x.info.Name), x.r.Sandbox.cacheMax())
+	}
+	return err
+}
+
+// summarize lists the changes, rolls back if asked, and audits the run.
+func (x *execution) summarize(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
+	t := time.Now()
+	v, req, pr := x.v, x.req, x.proc
 	var changes []vault.Change
-	if mark != nil {
-		if changes, err = v.ChangesSince(context.WithoutCancel(ctx), *mark); err != nil {
-			return fail(env, err)
+	if x.mark != nil {
+		var err error
+		if changes, err = v.ChangesSince(ctx, *x.mark); err != nil {
+			return err
 		}
 	}
-	env.Changes = wireChanges(changes)
-	env.ChangesTotal = len(env.Changes)
+	x.out.Changes = wireChanges(changes)
+	x.out.ChangesTotal = len(x.out.Changes)
 	limit := req.MaxChanges
 	if limit == 0 {
 		limit = DefaultMaxChanges
 	}
-	if limit > 0 && len(env.Changes) > limit {
-		env.Changes, env.ChangesTruncated = env.Changes[:limit], true
+	if limit > 0 && len(x.out.Changes) > limit {
+		x.out.Changes, x.out.ChangesTruncated = x.out.Changes[:limit], true
 	}
-	env.Timing.SummaryMS = ms(time.Since(t))
-	status := exitStatus(pr)
-	if req.RollbackOnFailure && cp != nil && (pr.TimedOut || status != 0) {
-		if _, err := v.RestoreCheckpoint(context.WithoutCancel(ctx), strconv.FormatInt(cp.ID, 10)); err != nil {
-			return fail(env, fmt.Errorf("roll back: %w", err))
+	x.out.Timing.SummaryMS = ms(time.Since(t))
+	x.status = exitStatus(pr)
+	if req.RollbackOnFailure && x.cp != nil && (pr.TimedOut || x.status != 0) {
+		if _, err := v.RestoreCheckpoint(ctx, strconv.FormatInt(x.cp.ID, 10)); err != nil {
+			return fmt.Errorf("roll back: %w", err)
 		}
 		reason := "exit_code"
 		if pr.TimedOut {
 			reason = "timed_out"
 		}
-		env.Rollback = &wire.RollbackReport{Restored: true, Checkpoint: wire.CheckpointRef{ID: cp.ID, Name: cp.Name}, Reason: reason}
+		x.out.Rollback = &wire.RollbackReport{Restored: true, Checkpoint: wire.CheckpointRef{ID: x.cp.ID, Name: x.cp.Name}, Reason: reason}
 	}
-	runDetails["exit_code"], runDetails["timed_out"], runDetails["changes"] = pr.ExitCode, pr.TimedOut, len(changes)
-	if env.Rollback != nil {
-		runDetails["rolled_back"] = true
+	d := x.details
+	d["exit_code"], d["timed_out"], d["changes"] = pr.ExitCode, pr.TimedOut, len(changes)
+	if x.out.Rollback != nil {
+		d["rolled_back"] = true
 	}
-	if err := v.Event(context.WithoutCancel(ctx), "exec", cwd, runDetails); err != nil {
-		return fail(env, err)
-	}
-	return status
+	return v.Event(ctx, "exec", x.cwd, d)
 }
 
 // exitStatus follows timeout(1).
@@ -447,9 +608,11 @@ func revisions(bs []wire.BundleInfo) string {
 }
 
 // digest binds an approval to exactly what runs: argv or script, cwd,
-// vault, the policy bundles' revisions, and the variables asked for with
-// --env (GIT_SSH_COMMAND=… or LD_PRELOAD=… change what a command does).
-func (r *Runner) digest(req Request, cwd, vaultName string, bs []wire.BundleInfo) string {
+// vault, the policy bundles' revisions, the variables asked for with
+// --env (GIT_SSH_COMMAND=… or LD_PRELOAD=… change what a command does),
+// and whether a sandbox holds it: a grant for a sandboxed run does not
+// let the same command run with the host's whole authority.
+func (r *Runner) digest(req Request, cwd, vaultName string, bs []wire.BundleInfo, mode wire.SandboxMode) string {
 	env := slices.Clone(req.Env)
 	slices.Sort(env)
 	b, _ := json.Marshal(struct {
@@ -461,13 +624,27 @@ func (r *Runner) digest(req Request, cwd, vaultName string, bs []wire.BundleInfo
 		Env     []string `json:"env,omitempty"`
 		// omitempty keeps the digests of approvals made before it.
 		Readonly bool `json:"readonly,omitempty"`
-	}{req.Argv, req.Shell, cwd, vaultName, revisions(bs), env, req.Readonly})
+		// "none" without a sandbox; omitted in one, so that approvals
+		// made before sandboxes (when every run had none) only ever
+		// match a run held tighter than they were granted for.
+		Unsandboxed string `json:"sandbox,omitempty"`
+	}{req.Argv, req.Shell, cwd, vaultName, revisions(bs), env, req.Readonly, unsandboxed(mode)})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
 
-// environment is the command's whole environment.
-func (r *Runner) environment(req Request, mnt, id string) []string {
+func unsandboxed(m wire.SandboxMode) string {
+	if m == wire.SandboxNamespaces {
+		return ""
+	}
+	return string(wire.SandboxNone)
+}
+
+// environment is the command's whole environment: the allow-listed host
+// variables, those asked for, and avfs's own. mnt is where the command
+// sees the vault; HOME is the view's home in a sandbox (with the tool
+// caches pointed into its cache), the vault itself without one.
+func (r *Runner) environment(req Request, vw view, mnt, id string) []string {
 	host := r.HostEnv
 	vars := map[string]string{}
 	for _, k := range envAllow {
@@ -492,6 +669,14 @@ func (r *Runner) environment(req Request, mnt, id string) []string {
 		vars[k] = val
 	}
 	vars["HOME"] = mnt
+	if vw.input.Mode == wire.SandboxNamespaces {
+		vars["HOME"] = vw.input.Home
+		if r.Sandbox.CacheDir != "" {
+			for k, rel := range cacheEnv {
+				vars[k] = path.Join(vw.input.Home, ".cache", rel)
+			}
+		}
+	}
 	vars["AVFS_VAULT"] = req.Vault
 	vars["AVFS_EXEC_ID"] = id
 	vars["AVFS_MOUNTPOINT"] = mnt

@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"avfs/sandbox"
 	"avfs/wire"
 )
 
@@ -105,6 +106,13 @@ type ProcSpec struct {
 	// caller starts in a new session (Setsid) while a command runs must be
 	// excluded.
 	Exclude func(pid int) bool
+	// Sandbox, when set, holds the command in Linux namespaces with that
+	// view (its Argv, Env and KillGrace are taken from here). Dir is then
+	// a path in the view, Argv[0] is looked up on Env's PATH inside it,
+	// DirServed and Exclude do not apply, and Exe must name this binary
+	// (which holds the sandbox's init). See startSandboxed.
+	Sandbox *sandbox.Spec
+	Exe     string
 }
 
 // ProcResult is how a command ended.
@@ -133,6 +141,11 @@ type ProcResult struct {
 	// Interrupted is the signal of an Interrupted cancellation that ended
 	// the command before it exited by itself ("SIGINT"), or "".
 	Interrupted string
+	// KilledInSandbox counts, for a sandboxed command, the processes it
+	// left running that its sandbox ended (their pids are the namespace's).
+	KilledInSandbox int
+	// SandboxSetup is how long building the sandbox took (0 without one).
+	SandboxSetup time.Duration
 }
 
 // Proc is a started command.
@@ -146,8 +159,10 @@ type Proc struct {
 
 	stdout, stderr *drain
 	tees           []*tee
-	stdinW         *os.File // avfs's end of the stdin pipe, if any
-	restore        func()   // undoes setSubreaper
+	stdinW         *os.File         // avfs's end of the stdin pipe, if any
+	restore        func()           // undoes setSubreaper
+	sb             *sandbox.Process // the sandbox's init, for a sandboxed command
+	setup          time.Duration    // building the sandbox
 
 	mu            sync.Mutex
 	reaped        bool        // the command has been waited for: its pid may be reused
@@ -197,6 +212,14 @@ func Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
 		return nil, wire.Errorf(wire.CodeInternal, "runner: not started: %w", ctx.Err())
 	}
 	p := &Proc{spec: spec, ctx: ctx, done: make(chan struct{})}
+	if spec.Sandbox != nil {
+		if err := p.startSandboxed(); err != nil {
+			<-running
+			return nil, err
+		}
+		go p.superviseSandboxed()
+		return p, nil
+	}
 	path, status := lookPath(spec.Argv[0], spec.Env, spec.Dir)
 	if status != 0 {
 		p.notRun(status, lookPathProblem(spec.Argv[0], path, status))
@@ -225,7 +248,7 @@ func checkSpec(spec *ProcSpec) error {
 			return wire.Errorf(wire.CodeInvalidInput, "runner: NUL byte in an argument or environment variable")
 		}
 	}
-	if spec.Dir != "" {
+	if spec.Dir != "" && spec.Sandbox == nil {
 		if fi, err := os.Stat(spec.Dir); err != nil || !fi.IsDir() {
 			return wire.Errorf(wire.CodeInvalidInput, "runner: working directory %s is not a directory", spec.Dir)
 		}
@@ -480,7 +503,7 @@ func (p *Proc) Signal(sig os.Signal) error {
 		return os.ErrProcessDone
 	}
 	target := -p.pid
-	if p.groupExcluded.Load() {
+	if p.groupExcluded.Load() || p.sb != nil { // the init passes it on to the whole run
 		target = p.pid
 	}
 	if err := unix.Kill(target, s); err != nil {

@@ -37,6 +37,8 @@ const (
 	CodeBundleInvalid      Code = "bundle_invalid"        // a policy bundle cannot be loaded: bad Rego, wrong layout, missing entrypoint, overlapping roots
 	CodeSignatureInvalid   Code = "signature_invalid"     // a bundle's signature is missing, malformed, or does not verify
 	CodePolicyError        Code = "policy_error"          // the policy could not be evaluated (avfs policy eval/test); proxy exec fails closed instead
+	CodeSandbox            Code = "sandbox_unavailable"   // the sandbox cannot be built here (what the kernel refused is in step and errno); nothing ran
+	CodeWritableTrust      Code = "trust_writable"        // without a sandbox, the command could rewrite what avfs trusts (approver key, config, policy); nothing ran
 	CodeInternal           Code = "internal"              // a bug or an unexpected storage failure
 )
 

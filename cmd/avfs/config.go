@@ -16,6 +16,29 @@ type config struct {
 	Policy   policyConfig   `json:"policy"`
 	Proxy    proxyConfig    `json:"proxy"`
 	Approval approvalConfig `json:"approval"`
+	Sandbox  sandboxConfig  `json:"sandbox"`
+}
+
+// sandboxConfig is the "sandbox" section: how proxy exec holds commands
+// (docs/sandbox.md).
+type sandboxConfig struct {
+	// Mode is auto (the default), namespaces or none; --sandbox overrides it.
+	Mode string `json:"mode"`
+	// Workspace is where the command sees the vault (/workspace).
+	Workspace string `json:"workspace"`
+	// HomeFiles are the invoking user's dotfiles, relative to their home,
+	// the sandbox shows read-only in its home (default [".gitconfig"]).
+	HomeFiles []string `json:"home_files"`
+	// GitIdentity is the name and email git falls back to in the sandbox
+	// when the user's own git config has none.
+	GitIdentity struct {
+		Name  string `json:"name"`
+		Email string `json:"email"`
+	} `json:"git_identity"`
+	// TmpSize caps /tmp, the home and /dev/shm, e.g. "1GiB".
+	TmpSize string `json:"tmp_size"`
+	// CacheSize caps a vault's tool cache, e.g. "2GiB".
+	CacheSize string `json:"cache_size"`
 }
 
 // proxyConfig is the "proxy" section.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +59,7 @@ func proxyExecCommand(e *env) *cli.Command {
 		&cli.BoolFlag{Name: "rollback-on-failure", Usage: "restore the vault when the command fails or times out"},
 		&cli.DurationFlag{Name: "wait", Value: runner.DefaultBusyWait, Usage: "wait up to `DURATION` while another run or a writer mount holds the vault (then fail with vault_busy)"},
 		&cli.StringFlag{Name: "explain", Usage: "add the policy trace: notes, fails or full"},
+		&cli.StringFlag{Name: "sandbox", Usage: "hold the command in `MODE`: auto (namespaces where the kernel allows them, else none, said in the envelope), namespaces (or fail with exit 125), or none (the host's whole authority) (default: sandbox.mode of the config, else auto)"},
 		&cli.BoolFlag{Name: "readonly", Usage: "the command can change nothing: the vault is mounted read-only (a materialised copy is thrown away), so no checkpoint is taken"},
 	}
 	return &cli.Command{
@@ -101,6 +103,7 @@ func proxyExecCommand(e *env) *cli.Command {
 				Env: c.StringSlice("env"), Mountpoint: c.String("mountpoint"), MountMode: c.String("mount-mode"),
 				ApprovalID: c.String("approval"), ApprovalTTL: c.Duration("ttl"),
 				RollbackOnFailure: c.Bool("rollback-on-failure"), BusyWait: c.Duration("wait"), Explain: c.String("explain"), Readonly: c.Bool("readonly"),
+				Sandbox: c.String("sandbox"),
 			}
 			if c.Bool("stdin") {
 				req.Stdin = e.stdin
@@ -154,8 +157,39 @@ func (e *env) proxyRunner(c *cli.Context) (*runner.Runner, error) {
 		p, _, err := compilePolicy(ctx, opts)
 		return p, err
 	}
-	exe, _ := os.Executable() // for the run's guard; without it, the next run cleans up
-	return &runner.Runner{Store: e.store(), LoadPolicy: load, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key, ApproverPublicKey: pub}, nil
+	sb, err := e.sandboxOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	exe, _ := os.Executable() // for the run's guard and the sandbox's init
+	return &runner.Runner{Store: e.store(), LoadPolicy: load, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key, ApproverPublicKey: pub,
+		Sandbox: sb}, nil
+}
+
+// sandboxOf is the runner's sandbox configuration from the config's
+// "sandbox" section.
+func (e *env) sandboxOf(cfg config) (runner.SandboxConfig, error) {
+	c := cfg.Sandbox
+	sb := runner.SandboxConfig{Mode: c.Mode, Workspace: c.Workspace, HomeFiles: c.HomeFiles,
+		GitName: c.GitIdentity.Name, GitEmail: c.GitIdentity.Email, CacheDir: filepath.Join(e.home, "cache")}
+	if c.Workspace != "" && (!filepath.IsAbs(c.Workspace) || filepath.Clean(c.Workspace) == "/") {
+		return sb, wire.Errorf(wire.CodeInvalidInput, "config: sandbox.workspace must be an absolute path other than /, not %q", c.Workspace)
+	}
+	for _, f := range []struct {
+		text string
+		to   *int64
+		name string
+	}{{c.TmpSize, &sb.TmpSize, "tmp_size"}, {c.CacheSize, &sb.CacheMax, "cache_size"}} {
+		if f.text == "" {
+			continue
+		}
+		n, err := parseSize(f.text)
+		if err != nil {
+			return sb, wire.Errorf(wire.CodeInvalidInput, "config: sandbox.%s: %v", f.name, err)
+		}
+		*f.to = n
+	}
+	return sb, nil
 }
 
 // printEnvelope shows a run to people: the command's output, then one summary line on stderr.

@@ -1,0 +1,201 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"avfs/sandbox"
+	"avfs/wire"
+)
+
+// A sandboxed command (ProcSpec.Sandbox) is supervised through its init,
+// PID 1 of the run's PID namespace: no scan of /proc, no subreaper, no
+// tracker. Every process the command starts is in the namespace, so a
+// signal to the init reaches them all (the init forwards it) and SIGKILL
+// to the init ends them all (the kernel does). The init itself ends what
+// the command left behind when it exits, and counts it.
+
+// startSandboxed starts the command of p.spec in its sandbox. A sandbox
+// that cannot be built is a *wire.Error with code sandbox_unavailable;
+// nothing of the command ran then.
+func (p *Proc) startSandboxed() error {
+	var childEnds, ours []*os.File
+	defer func() { closeAll(childEnds...) }()
+	fail := func(err error) error {
+		closeAll(ours...)
+		return wire.Errorf(wire.CodeInternal, "runner: pipe: %w", err)
+	}
+	or, ow, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	childEnds, ours = append(childEnds, ow), append(ours, or)
+	er, ew, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	childEnds, ours = append(childEnds, ew), append(ours, er)
+	var stdin *os.File
+	switch r := p.spec.Stdin.(type) {
+	case nil:
+	case *os.File:
+		stdin = r
+	default:
+		sr, sw, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		childEnds, ours = append(childEnds, sr), append(ours, sw)
+		stdin, p.stdinW = sr, sw
+	}
+	spec := *p.spec.Sandbox
+	spec.Argv, spec.Env, spec.KillGrace = p.spec.Argv, p.spec.Env, p.spec.KillGrace
+	sb, err := sandbox.New(p.spec.Exe, spec)
+	if err != nil {
+		closeAll(ours...)
+		return err
+	}
+	sb.Cmd.Stdout, sb.Cmd.Stderr = ow, ew
+	if stdin != nil {
+		sb.Cmd.Stdin = stdin
+	}
+	t := time.Now()
+	p.started = t
+	if err := sb.Start(); err != nil {
+		closeAll(ours...)
+		return err
+	}
+	p.setup = time.Since(t)
+	p.sb, p.cmd, p.pid = sb, sb.Cmd, sb.Cmd.Process.Pid
+	live1, live2, tees := liveStreams(p.spec.Stdout, p.spec.Stderr)
+	p.stdout = startDrain(or, p.spec.MaxOutput, live1)
+	p.stderr = startDrain(er, p.spec.MaxOutput, live2)
+	p.tees = tees
+	if p.stdinW != nil {
+		go func(w *os.File, r io.Reader) {
+			io.Copy(w, r)
+			w.Close()
+		}(p.stdinW, p.spec.Stdin)
+	}
+	return nil
+}
+
+// superviseSandboxed follows the init until it exits, times out or is
+// cancelled: then the first signal (SIGTERM, or the one avfs received)
+// and SIGCONT go to every process of the run, and SIGKILL to the init
+// after KillGrace.
+func (p *Proc) superviseSandboxed() {
+	exited := make(chan struct{})
+	var waited time.Time
+	go func() {
+		_ = p.cmd.Wait()
+		waited = time.Now()
+		close(exited)
+	}()
+	var deadline <-chan time.Time
+	if p.spec.Timeout > 0 {
+		t := time.NewTimer(p.spec.Timeout - time.Since(p.started))
+		defer t.Stop()
+		deadline = t.C
+	}
+	timedOut, over := false, false
+	select {
+	case <-exited:
+		over = true
+	case <-deadline:
+		timedOut = true
+	case <-p.ctx.Done():
+	}
+	select {
+	case <-exited:
+		timedOut, over = false, true
+	default:
+	}
+	interrupted := ""
+	var err error
+	if !over {
+		first := unix.SIGTERM
+		var in Interrupted
+		if !timedOut && errors.As(context.Cause(p.ctx), &in) {
+			first = in.Signal
+			interrupted = unix.SignalName(in.Signal)
+		}
+		p.signalInit(first)
+		p.signalInit(unix.SIGCONT)
+		grace := time.NewTimer(p.spec.KillGrace)
+		select {
+		case <-exited:
+		case <-grace.C:
+			p.signalInit(unix.SIGKILL)
+			select {
+			case <-exited:
+			case <-time.After(killWait):
+				err = wire.Errorf(wire.CodeInternal, "runner: the sandbox's init %d did not end after SIGKILL", p.pid)
+			}
+		}
+		grace.Stop()
+	}
+	p.mu.Lock()
+	p.reaped = true
+	p.mu.Unlock()
+	var res ProcResult
+	end := time.Now()
+	if err == nil {
+		sr := p.sb.Result()
+		end = waited
+		if sr.Reported {
+			res.ExitCode, res.Signal = waitStatus(sr.Status)
+			res.KilledInSandbox = sr.Ended
+		} else {
+			res.ExitCode, res.Signal = waitStatus(p.cmd.ProcessState.Sys().(syscall.WaitStatus))
+		}
+	} else {
+		res.ExitCode = -1
+	}
+	closeAll(p.stdinW)
+	timer := time.NewTimer(drainWait)
+	for _, d := range []*drain{p.stdout, p.stderr} {
+		select {
+		case <-d.done:
+		case <-timer.C:
+			p.stdout.r.Close()
+			p.stderr.r.Close()
+			<-d.done
+		}
+	}
+	timer.Stop()
+	p.stdout.r.Close()
+	p.stderr.r.Close()
+	for _, t := range p.tees {
+		t.close(teeWait)
+	}
+	res.TimedOut, res.Interrupted = timedOut, interrupted
+	res.Duration = end.Sub(p.started)
+	res.Stdout = p.stdout.cap.output()
+	res.Stdout.LiveDropped = p.stdout.live.droppedBytes()
+	res.Stderr = p.stderr.cap.output()
+	res.Stderr.LiveDropped = p.stderr.live.droppedBytes()
+	res.SandboxSetup = p.setup
+	p.end(res, err)
+}
+
+// signalInit sends sig to the init, which passes it on to every process
+// of the run (SIGKILL ends the init, and with it the namespace).
+func (p *Proc) signalInit(sig unix.Signal) {
+	_ = unix.Kill(p.pid, sig)
+}
+
+// waitStatus is a wait status as an exit code (128+N for signal N) and
+// the signal's name.
+func waitStatus(ws syscall.WaitStatus) (int, string) {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal()), unix.SignalName(ws.Signal())
+	}
+	return ws.ExitStatus(), ""
+}

@@ -1,0 +1,262 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"os/user"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"avfs/sandbox"
+	"avfs/wire"
+)
+
+// Sandbox modes (--sandbox, sandbox.mode in the config).
+const (
+	SandboxAuto       = "auto"       // namespaces where the kernel allows them, else none (said in the envelope and input.sandbox)
+	SandboxNamespaces = "namespaces" // namespaces or nothing runs (exit 125, sandbox_unavailable)
+	SandboxNone       = "none"       // no sandbox: the command runs with avfs's own authority
+)
+
+// Defaults of SandboxConfig.
+const (
+	DefaultTmpSize  int64 = 1 << 30 // /tmp, the home and /dev/shm of a sandbox, each
+	DefaultCacheMax int64 = 2 << 30 // a vault's tool cache
+)
+
+// DefaultHomeFiles are the dotfiles of the invoking user a sandbox shows,
+// read-only, unless sandbox.home_files says otherwise.
+var DefaultHomeFiles = []string{".gitconfig"}
+
+// SandboxConfig is how runs are held (the "sandbox" section of the
+// config).
+type SandboxConfig struct {
+	// Mode is auto (""), namespaces or none; Request.Sandbox overrides it.
+	Mode string
+	// Workspace is where a sandboxed command sees the vault
+	// (sandbox.DefaultWorkspace when "").
+	Workspace string
+	// HomeFiles are paths relative to the invoking user's home shown
+	// read-only in the sandbox's home (DefaultHomeFiles when nil).
+	HomeFiles []string
+	// GitName and GitEmail are the identity git falls back to in the
+	// sandbox (the user's own git config wins); the user's name and
+	// NAME@avfs.invalid when "".
+	GitName, GitEmail string
+	// TmpSize caps /tmp, the home and /dev/shm (DefaultTmpSize when 0).
+	TmpSize int64
+	// CacheDir holds one tool cache per vault ($AVFS_HOME/cache), bound at
+	// ~/.cache in the sandbox; "" for none.
+	CacheDir string
+	// CacheMax caps a vault's cache (DefaultCacheMax when 0): after a run,
+	// the least recently changed tool caches are cleared until it fits.
+	CacheMax int64
+}
+
+func (c SandboxConfig) cacheMax() int64 {
+	if c.CacheMax > 0 {
+		return c.CacheMax
+	}
+	return DefaultCacheMax
+}
+
+// cacheEnv points tools' caches into the sandbox's ~/.cache (paths
+// relative to it); go-build and pip already use ~/.cache.
+var cacheEnv = map[string]string{
+	"XDG_CACHE_HOME":    ".",
+	"GOMODCACHE":        "go-mod",
+	"npm_config_cache":  "npm",
+	"YARN_CACHE_FOLDER": "yarn",
+}
+
+// view is how a run's command is held, as decided before the policy
+// runs: the policy decides about it (input.sandbox).
+type view struct {
+	input wire.SandboxInput
+}
+
+// report is the envelope's sandbox for the view, once the decision gave
+// grant; dir is the host directory of the vault.
+func (vw view) report(grant wire.SandboxGrant, dir string) *wire.SandboxReport {
+	in := vw.input
+	if in.Mode != wire.SandboxNamespaces {
+		return &wire.SandboxReport{Mode: in.Mode, Reason: in.Reason, Workspace: dir, Home: dir, Network: wire.NetworkHost}
+	}
+	network := wire.NetworkNone
+	if grant.Network == wire.NetworkHost {
+		network = wire.NetworkHost
+	}
+	return &wire.SandboxReport{Mode: in.Mode, Workspace: in.Workspace, Home: in.Home, Network: network}
+}
+
+// sandboxMode is the mode req runs in.
+func (r *Runner) sandboxMode(req Request) (string, error) {
+	m := req.Sandbox
+	if m == "" {
+		m = r.Sandbox.Mode
+	}
+	switch m {
+	case "":
+		return SandboxAuto, nil
+	case SandboxAuto, SandboxNamespaces, SandboxNone:
+		return m, nil
+	}
+	return "", wire.Errorf(wire.CodeInvalidInput, "proxy exec: --sandbox must be auto, namespaces or none, not %q", m)
+}
+
+func (r *Runner) exe() string {
+	if r.Exe != "" {
+		return r.Exe
+	}
+	exe, _ := os.Executable()
+	return exe
+}
+
+// startProbe asks the kernel for a sandbox in the background (see
+// sandbox.Probe), unless req runs without one; the function returned
+// waits for the answer.
+func (r *Runner) startProbe(req Request) func() error {
+	if m, _ := r.sandboxMode(req); m == SandboxNone {
+		return func() error { return nil }
+	}
+	done := make(chan error, 1)
+	go func() { done <- sandbox.Probe(r.exe(), os.TempDir(), wire.NetworkNone) }()
+	return func() error { return <-done }
+}
+
+// resolveView decides how req's command is held: in namespaces when the
+// mode allows and probe found the kernel willing, else none with the
+// reason (under namespaces, a refusal fails the run).
+func (r *Runner) resolveView(req Request, probe func() error) (view, error) {
+	mode, err := r.sandboxMode(req)
+	if err != nil {
+		return view{}, err
+	}
+	none := func(reason string) view {
+		ws := ""
+		if req.Mountpoint != "" {
+			ws, _ = filepath.Abs(req.Mountpoint)
+		}
+		return view{input: sandbox.Input(wire.SandboxNone, reason, ws, ws)}
+	}
+	if mode == SandboxNone {
+		reason := "--sandbox none"
+		if req.Sandbox == "" {
+			reason = "sandbox.mode none in the config"
+		}
+		return none(reason), nil
+	}
+	if err := probe(); err != nil {
+		if mode == SandboxNamespaces {
+			return view{}, fmt.Errorf("proxy exec: --sandbox namespaces: %w", err)
+		}
+		return none("the kernel refused a sandbox: " + err.Error()), nil
+	}
+	ws := r.Sandbox.Workspace
+	if ws == "" {
+		ws = sandbox.DefaultWorkspace
+	}
+	return view{input: sandbox.Input(wire.SandboxNamespaces, "", ws, r.sandboxHome())}, nil
+}
+
+// sandboxHome is HOME in a sandbox: the invoking user's home path (tools
+// record paths under it: pyenv's shims, a venv's interpreter), as a private
+// directory; /home/USER when that path is part of the view already.
+func (r *Runner) sandboxHome() string {
+	home, _ := os.UserHomeDir()
+	home = path.Clean("/" + home)
+	clash := home == "/" || home == path.Clean(r.Sandbox.Workspace)
+	for _, d := range append(append([]string{"/etc", sandbox.DefaultWorkspace}, sandbox.SystemDirs...), sandbox.ScratchDirs...) {
+		if home == d || strings.HasPrefix(home, d+"/") {
+			clash = true
+		}
+	}
+	if clash {
+		return "/home/" + userName()
+	}
+	return home
+}
+
+func userName() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return strconv.Itoa(os.Getuid())
+}
+
+func groupName() string {
+	if g, err := user.LookupGroupId(strconv.Itoa(os.Getgid())); err == nil {
+		return g.Name
+	}
+	return strconv.Itoa(os.Getgid())
+}
+
+// cacheDir is the tool cache of a vault.
+func (r *Runner) cacheDir(vaultName string) string {
+	return filepath.Join(r.Sandbox.CacheDir, vaultName)
+}
+
+// sandboxSpec is the sandbox of one run: its view over the workspace ws,
+// in the run's own directory.
+func (r *Runner) sandboxSpec(req Request, vw view, grant wire.SandboxGrant, ws *workspace, cwd, vaultName string) (*sandbox.Spec, error) {
+	in := vw.input
+	root := filepath.Join(ws.base, "view")
+	if err := os.Mkdir(root, 0o700); err != nil {
+		return nil, wire.Errorf(wire.CodeHostIO, "proxy exec: sandbox: %v", err)
+	}
+	hostHome, _ := os.UserHomeDir()
+	names := r.Sandbox.HomeFiles
+	if names == nil {
+		names = DefaultHomeFiles
+	}
+	var homeFiles []string
+	for _, n := range names {
+		clean := path.Clean("/" + n)
+		if n == "" || strings.Contains(n, "..") || filepath.IsAbs(n) || clean == "/" {
+			return nil, wire.Errorf(wire.CodeInvalidInput, "proxy exec: sandbox.home_files: %q is not a path inside the home", n)
+		}
+		p := filepath.Join(hostHome, clean)
+		if _, err := os.Lstat(p); err == nil {
+			homeFiles = append(homeFiles, p)
+		}
+	}
+	cache := ""
+	if r.Sandbox.CacheDir != "" {
+		var err error
+		if cache, err = sandbox.OpenCache(r.cacheDir(vaultName)); err != nil {
+			return nil, err
+		}
+	}
+	user := userName()
+	gitName, gitEmail := r.Sandbox.GitName, r.Sandbox.GitEmail
+	if gitName == "" {
+		gitName = user
+	}
+	if gitEmail == "" {
+		gitEmail = user + "@avfs.invalid"
+	}
+	tmp := r.Sandbox.TmpSize
+	if tmp <= 0 {
+		tmp = DefaultTmpSize
+	}
+	envPath := lookup(r.environment(req, vw, in.Workspace, ""), "PATH")
+	hostMount := ws.dir
+	return &sandbox.Spec{
+		Dir: path.Join(in.Workspace, cwd), Root: root, Workspace: hostMount, WorkspaceAt: in.Workspace, ReadOnly: req.Readonly,
+		Home: in.Home, HostHome: hostHome, HomeFiles: homeFiles, Cache: cache,
+		Toolchains: sandbox.Toolchains(envPath, hostHome, in),
+		Network:    grant.Network, UID: os.Getuid(), GID: os.Getgid(), User: user, Group: groupName(),
+		GitName: gitName, GitEmail: gitEmail, TmpSize: tmp,
+	}, nil
+}
+
+// Landlock is the Landlock ABI a sandboxed command was restricted with
+// (0 for none, or without a sandbox).
+func (p *Proc) Landlock() int {
+	if p.sb == nil {
+		return 0
+	}
+	return p.sb.Landlock
+}

@@ -1,0 +1,189 @@
+package sandbox
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"avfs/wire"
+)
+
+// Process is a command held in a sandbox: the init (init.c) avfs starts,
+// PID 1 of the run's PID namespace, with the command as its child.
+//
+// Signals sent to the init (Signal) reach every process of the run;
+// SIGKILL to the init ends them all at once, the kernel's doing. The
+// command's processes can neither signal nor see anything outside.
+type Process struct {
+	// Cmd is the init. Set its Stdin, Stdout and Stderr (the command's)
+	// before Start; nothing else of it is to be changed.
+	Cmd *exec.Cmd
+	// Landlock is the Landlock ABI the init restricted the run with (0:
+	// the kernel has none), known after Start.
+	Landlock int
+
+	status *os.File      // our end of the status pipe
+	lines  *bufio.Reader // over status
+	plan   *os.File
+	child  []*os.File // the init's ends, closed once it has them
+}
+
+// Result is how a sandboxed command ended.
+type Result struct {
+	// Status is the command's wait status; valid when Reported.
+	Status syscall.WaitStatus
+	// Reported is false when the init was killed before the command
+	// ended (avfs's SIGKILL after a timeout): the command died with it.
+	Reported bool
+	// Ended counts the processes the command left running that the init
+	// ended after it exited.
+	Ended int
+}
+
+// New prepares the sandbox of spec; nothing runs until Start. The exe is
+// this program's own binary (os.Executable), which holds the init.
+func New(exe string, spec Spec) (*Process, error) {
+	plan, err := spec.plan()
+	if err != nil {
+		return nil, err
+	}
+	return start(exe, plan, spec)
+}
+
+// start prepares the init for plan.
+func start(exe string, plan []byte, spec Spec) (*Process, error) {
+	mfd, err := unix.MemfdCreate("avfs-sandbox-plan", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeSandbox, "sandbox: memfd: %v", err)
+	}
+	planFile := os.NewFile(uintptr(mfd), "plan")
+	if _, err := planFile.Write(plan); err != nil {
+		planFile.Close()
+		return nil, wire.Errorf(wire.CodeSandbox, "sandbox: write the plan: %v", err)
+	}
+	if _, err := planFile.Seek(0, io.SeekStart); err != nil {
+		planFile.Close()
+		return nil, wire.Errorf(wire.CodeSandbox, "sandbox: write the plan: %v", err)
+	}
+	sr, sw, err := os.Pipe()
+	if err != nil {
+		planFile.Close()
+		return nil, wire.Errorf(wire.CodeSandbox, "sandbox: pipe: %v", err)
+	}
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	if spec.Network != wire.NetworkHost {
+		flags |= unix.CLONE_NEWNET
+	}
+	cmd := &exec.Cmd{
+		Path: exe, Args: []string{"avfs-sandbox"}, Env: []string{initEnv}, Dir: "/",
+		ExtraFiles: []*os.File{planFile, sw}, // fds 3 and 4
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:  flags,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: spec.UID, HostID: spec.UID, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: spec.GID, HostID: spec.GID, Size: 1}},
+			// A new session: the run has no controlling terminal and
+			// avfs's terminal signals do not reach it directly.
+			Setsid:    true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	return &Process{Cmd: cmd, status: sr, lines: bufio.NewReader(sr), plan: planFile, child: []*os.File{planFile, sw}}, nil
+}
+
+// Start starts the init and waits until the view is built. A failure to
+// build it is a *wire.Error with code sandbox and the step that failed;
+// nothing of the command ran then, and the init has been reaped.
+func (p *Process) Start() error {
+	err := p.Cmd.Start()
+	for _, f := range p.child {
+		f.Close()
+	}
+	p.child = nil
+	if err != nil {
+		p.status.Close()
+		return wire.Errorf(wire.CodeSandbox, "sandbox: start: %v", err).With("step", "clone")
+	}
+	line, rerr := p.lines.ReadString('\n')
+	if abi, ok := strings.CutPrefix(line, "ready "); ok {
+		p.Landlock, _ = strconv.Atoi(strings.TrimSpace(abi))
+		return nil
+	}
+	// The init failed (or died): it wrote why, or nothing.
+	_ = p.Cmd.Process.Kill()
+	_ = p.Cmd.Wait()
+	p.status.Close()
+	if rest, ok := strings.CutPrefix(line, "error "); ok {
+		return setupError(strings.TrimSpace(rest))
+	}
+	return wire.Errorf(wire.CodeSandbox, "sandbox: the init ended before the view was built (%v)", rerr).With("step", "init")
+}
+
+// setupError reads "STEP OP ERRNO MSG".
+func setupError(s string) error {
+	parts := strings.SplitN(s, " ", 4)
+	if len(parts) < 4 {
+		return wire.Errorf(wire.CodeSandbox, "sandbox: %s", s)
+	}
+	errno, _ := strconv.Atoi(parts[2])
+	return wire.Errorf(wire.CodeSandbox, "sandbox: %s: %s: %v", parts[1], parts[3], syscall.Errno(errno)).
+		With("step", parts[1]).With("errno", syscall.Errno(errno).Error())
+}
+
+// Result reads how the command ended, once the init has exited (after
+// Cmd.Wait).
+func (p *Process) Result() Result {
+	defer p.status.Close()
+	line, _ := p.lines.ReadString('\n')
+	f := strings.Fields(strings.TrimPrefix(line, "exit "))
+	if !strings.HasPrefix(line, "exit ") || len(f) != 2 {
+		return Result{}
+	}
+	st, err1 := strconv.Atoi(f[0])
+	ended, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil {
+		return Result{}
+	}
+	return Result{Status: syscall.WaitStatus(st), Reported: true, Ended: ended}
+}
+
+// Close releases what Start did not (when Start was never called).
+func (p *Process) Close() {
+	for _, f := range p.child {
+		f.Close()
+	}
+	p.child = nil
+	p.status.Close()
+}
+
+// Probe reports whether this kernel lets avfs build a sandbox: nil, or a
+// *wire.Error (code sandbox_unavailable) saying what it refused, which is
+// the reason for mode none under --sandbox auto. It builds the part of a
+// view that needs the kernel's consent — the namespaces, a tmpfs on root
+// (an empty private directory), a bind, a /proc of the run's own — and
+// runs nothing: one clone and one exec of the init, about a millisecond.
+func Probe(exe, root string, network wire.Network) error {
+	var b planBuilder
+	b.add("root", root)
+	b.add("proc", "/proc")
+	b.add("bind", "/dev/null", "/null", "vo")
+	if network != wire.NetworkHost {
+		b.add("lo")
+	}
+	p, err := start(exe, b.buf.Bytes(), Spec{Network: network, UID: os.Getuid(), GID: os.Getgid()})
+	if err != nil {
+		return err
+	}
+	p.Cmd.Stdin, p.Cmd.Stdout, p.Cmd.Stderr = nil, nil, nil
+	if err := p.Start(); err != nil {
+		return err
+	}
+	_ = p.Cmd.Wait()
+	p.status.Close()
+	return nil
+}
