@@ -87,9 +87,10 @@ func (p *Proc) startSandboxed() error {
 }
 
 // superviseSandboxed follows the init until it exits, times out or is
-// cancelled: then the first signal (SIGTERM, or the one avfs received)
-// and SIGCONT go to every process of the run, and SIGKILL to the init
-// after KillGrace.
+// cancelled: then the init gets the first signal (SIGTERM, or the one avfs
+// received), passes it and SIGCONT to every process of the run, and sends
+// SIGKILL after KillGrace; avfs kills the init itself if it has not ended
+// the run initSlack later.
 func (p *Proc) superviseSandboxed() {
 	exited := make(chan struct{})
 	var waited time.Time
@@ -126,9 +127,10 @@ func (p *Proc) superviseSandboxed() {
 			first = in.Signal
 			interrupted = unix.SignalName(in.Signal)
 		}
+		// The init ends the run: the signal to every process, SIGKILL
+		// after the grace. SIGKILL to the init is the backstop.
 		p.signalInit(first)
-		p.signalInit(unix.SIGCONT)
-		grace := time.NewTimer(p.spec.KillGrace)
+		grace := time.NewTimer(p.spec.KillGrace + initSlack)
 		select {
 		case <-exited:
 		case <-grace.C:
@@ -184,6 +186,10 @@ func (p *Proc) superviseSandboxed() {
 	res.SandboxSetup = p.setup
 	p.end(res, err)
 }
+
+// initSlack is how long past the grace avfs waits for a sandbox's init
+// to end the run before it kills the init.
+const initSlack = 2 * time.Second
 
 // signalInit sends sig to the init, which passes it on to every process
 // of the run (SIGKILL ends the init, and with it the namespace).

@@ -72,6 +72,10 @@ type Runner struct {
 	TempDir           string // where mount points and materialised copies go ("" = os.TempDir())
 	// Sandbox is how commands are held.
 	Sandbox SandboxConfig
+	// Trusted are the files avfs trusts for its decisions (config, policy
+	// directories and bundles, keys): a run without a sandbox is refused
+	// while its command could rewrite any of them (see checkTrust).
+	Trusted []string
 }
 
 // Request is one `avfs proxy exec`.
@@ -102,6 +106,9 @@ type Request struct {
 	// Sandbox is --sandbox: auto, namespaces or none ("" for the
 	// config's Runner.Sandbox.Mode).
 	Sandbox string
+	// AllowWritableTrust runs a command without a sandbox even though it
+	// could rewrite what avfs trusts (--allow-writable-trust).
+	AllowWritableTrust bool
 }
 
 // DefaultMaxChanges is how many changes an envelope lists unless asked
@@ -317,8 +324,13 @@ func (x *execution) open(ctx context.Context) error {
 	if x.info, err = v.Info(ctx); err != nil {
 		return err
 	}
-	x.view, err = x.r.resolveView(x.req, x.probe)
-	return err
+	if x.view, err = x.r.resolveView(x.req, x.probe); err != nil {
+		return err
+	}
+	if x.view.input.Mode == wire.SandboxNone && !x.req.AllowWritableTrust {
+		return checkTrust(x.r.Trusted, x.view.input.Reason)
+	}
+	return nil
 }
 
 // decide parses the command and asks the policy; a deny or a new approval

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"avfs/sandbox"
 	"avfs/wire"
 )
@@ -244,7 +246,7 @@ func (r *Runner) sandboxSpec(req Request, vw view, grant wire.SandboxGrant, ws *
 	envPath := lookup(r.environment(req, vw, in.Workspace, ""), "PATH")
 	hostMount := ws.dir
 	return &sandbox.Spec{
-		Dir: path.Join(in.Workspace, cwd), Root: root, Workspace: hostMount, WorkspaceAt: in.Workspace, ReadOnly: req.Readonly,
+		Dir: path.Join(in.Workspace, cwd), Root: root, Workspace: hostMount, WorkspaceAt: in.Workspace,
 		Home: in.Home, HostHome: hostHome, HomeFiles: homeFiles, Cache: cache,
 		Toolchains: sandbox.Toolchains(envPath, hostHome, in),
 		Network:    grant.Network, UID: os.Getuid(), GID: os.Getgid(), User: user, Group: groupName(),
@@ -259,4 +261,29 @@ func (p *Proc) Landlock() int {
 		return 0
 	}
 	return p.sb.Landlock
+}
+
+// checkTrust refuses a run without a sandbox (its command has the
+// identity of avfs) while the command could write one of the trusted
+// paths that exist, or replace it in its directory: it could grant its own
+// approvals or rewrite the policy for the next run. why is why there is no
+// sandbox.
+func checkTrust(trusted []string, why string) error {
+	var writable []string
+	for _, p := range trusted {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if unix.Access(p, unix.W_OK) == nil || unix.Access(filepath.Dir(p), unix.W_OK) == nil {
+			writable = append(writable, p)
+		}
+	}
+	if len(writable) == 0 {
+		return nil
+	}
+	return wire.Errorf(wire.CodeWritableTrust, "proxy exec: no sandbox (%s), and the command could rewrite what avfs trusts: %s (give --allow-writable-trust to run it anyway)",
+		why, strings.Join(writable, ", ")).With("paths", writable)
 }

@@ -444,11 +444,18 @@ static long elapsed_ms(struct timespec *since) {
 
 static void on_signal(int sig) { (void)sig; }
 
+// ends reports whether sig, from avfs, ends the run: it reaches every
+// process, and SIGKILL follows after the grace. Other signals are only
+// passed on.
+static int ends(int sig) { return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT; }
+
 // supervise is PID 1's loop: signals from outside the namespace (avfs's:
 // their sender has no pid here) go to every process of the run; signals
-// from inside are ignored. When the command exits, what it left gets
-// SIGTERM (and SIGCONT), and SIGKILL after the grace; the init ends when
-// nothing is left, and the kernel would end anything still there with it.
+// from inside are ignored. The run ends when the command exits (what it
+// left gets SIGTERM and SIGCONT) or when avfs sends a signal that ends it
+// (a timeout, an interrupt); either way SIGKILL follows after the grace,
+// and the init exits when nothing is left. It counts the processes other
+// than the command that were still there when the end began.
 static int supervise(pid_t child, sigset_t *set) {
 	int status = 0, done = 0, ended = 0, ending = 0, killed = 0;
 	struct timespec since;
@@ -463,7 +470,7 @@ static int supervise(pid_t child, sigset_t *set) {
 				ended++;
 			}
 		}
-		if (p < 0 && errno == ECHILD && done) break; // nothing is left
+		if (p < 0 && errno == ECHILD) break; // nothing is left
 		if (done && !ending) {
 			ending = 1;
 			clock_gettime(CLOCK_MONOTONIC, &since);
@@ -476,12 +483,16 @@ static int supervise(pid_t child, sigset_t *set) {
 			killed = 1;
 		}
 		siginfo_t si;
-		struct timespec tick = {0, 10 * 1000 * 1000};
+		struct timespec tick = {0, 5 * 1000 * 1000};
 		int sig = ending ? sigtimedwait(set, &si, &tick) : sigwaitinfo(set, &si);
 		if (sig <= 0 || sig == SIGCHLD) continue;
 		if (si.si_pid != 0 || (si.si_code != SI_USER && si.si_code != SI_TKILL && si.si_code != SI_QUEUE)) continue; // from inside the run
 		kill(-1, sig);
 		if (sig != SIGCONT) kill(-1, SIGCONT);
+		if (ends(sig) && !ending) {
+			ending = 1;
+			clock_gettime(CLOCK_MONOTONIC, &since);
+		}
 	}
 	say("exit %d %d\n", status, ended);
 	return 0;

@@ -26,9 +26,10 @@ type Spec struct {
 	// the run's own mount namespace, so the host never sees it.
 	Root string
 	// Workspace is the host directory of the vault (its FUSE mount or
-	// materialised copy), shown at WorkspaceAt; read-only with ReadOnly.
+	// materialised copy), shown at WorkspaceAt as it is: a read-only
+	// mount stays read-only, and a --readonly run's copy stays writable,
+	// its changes discarded and counted as without a sandbox.
 	Workspace, WorkspaceAt string
-	ReadOnly               bool
 	// Home is HOME in the view: a private tmpfs holding HomeFiles (host
 	// paths, bound read-only at the same place relative to HostHome) and
 	// Cache (a host directory bound read-write at Home/.cache; "" none).
@@ -123,11 +124,7 @@ func (s *Spec) plan() ([]byte, error) {
 	for _, d := range s.Toolchains {
 		b.add("bind", d, d, "ro")
 	}
-	wsFlags := ""
-	if s.ReadOnly {
-		wsFlags = "r"
-	}
-	b.add("bind", s.Workspace, s.WorkspaceAt, wsFlags)
+	b.add("bind", s.Workspace, s.WorkspaceAt, "")
 	b.add("ro", "/")
 	b.add("hostname", "avfs")
 	if s.Network != wire.NetworkHost {

@@ -29,7 +29,7 @@ type approvalList struct {
 // file named by approval.key_file in the config. required makes a
 // configured but unreadable key an error.
 func approverKey(cfg config, required bool) ([]byte, error) {
-	if k := os.Getenv("AVFS_APPROVER_KEY"); k != "" {
+	if k := approverSecret(); k != "" {
 		return []byte(k), nil
 	}
 	if cfg.Approval.KeyFile == "" {

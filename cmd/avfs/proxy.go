@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"avfs/bundles"
 	"avfs/engine"
 	"avfs/runner"
 	"avfs/wire"
@@ -60,6 +61,7 @@ func proxyExecCommand(e *env) *cli.Command {
 		&cli.DurationFlag{Name: "wait", Value: runner.DefaultBusyWait, Usage: "wait up to `DURATION` while another run or a writer mount holds the vault (then fail with vault_busy)"},
 		&cli.StringFlag{Name: "explain", Usage: "add the policy trace: notes, fails or full"},
 		&cli.StringFlag{Name: "sandbox", Usage: "hold the command in `MODE`: auto (namespaces where the kernel allows them, else none, said in the envelope), namespaces (or fail with exit 125), or none (the host's whole authority) (default: sandbox.mode of the config, else auto)"},
+		&cli.BoolFlag{Name: "allow-writable-trust", Usage: "without a sandbox, run even though the command could rewrite the config, policy or approver keys avfs trusts"},
 		&cli.BoolFlag{Name: "readonly", Usage: "the command can change nothing: the vault is mounted read-only (a materialised copy is thrown away), so no checkpoint is taken"},
 	}
 	return &cli.Command{
@@ -103,7 +105,7 @@ func proxyExecCommand(e *env) *cli.Command {
 				Env: c.StringSlice("env"), Mountpoint: c.String("mountpoint"), MountMode: c.String("mount-mode"),
 				ApprovalID: c.String("approval"), ApprovalTTL: c.Duration("ttl"),
 				RollbackOnFailure: c.Bool("rollback-on-failure"), BusyWait: c.Duration("wait"), Explain: c.String("explain"), Readonly: c.Bool("readonly"),
-				Sandbox: c.String("sandbox"),
+				Sandbox: c.String("sandbox"), AllowWritableTrust: c.Bool("allow-writable-trust"),
 			}
 			if c.Bool("stdin") {
 				req.Stdin = e.stdin
@@ -163,7 +165,19 @@ func (e *env) proxyRunner(c *cli.Context) (*runner.Runner, error) {
 	}
 	exe, _ := os.Executable() // for the run's guard and the sandbox's init
 	return &runner.Runner{Store: e.store(), LoadPolicy: load, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key, ApproverPublicKey: pub,
-		Sandbox: sb}, nil
+		Sandbox: sb, Trusted: trustedPaths(e.home, cfg, opts)}, nil
+}
+
+// trustedPaths are the files and directories whose content decides what
+// proxy exec allows: the config, the policy directory and bundles, the
+// bundle verification key and the approver keys.
+func trustedPaths(home string, cfg config, opts bundles.Options) []string {
+	paths := []string{configPath(home), opts.HomePolicyDir, cfg.Approval.KeyFile, cfg.Approval.PublicKeyFile}
+	paths = append(paths, opts.Paths...)
+	if fileExists(opts.VerificationKey) {
+		paths = append(paths, opts.VerificationKey)
+	}
+	return paths
 }
 
 // sandboxOf is the runner's sandbox configuration from the config's

@@ -233,6 +233,15 @@ type proxyRun struct {
 	stderr string
 }
 
+// workspace is where the run's command saw the vault: /workspace in a
+// sandbox, the mount's host directory without one.
+func (r proxyRun) workspace() string {
+	if r.env.Sandbox != nil && r.env.Sandbox.Mode == wire.SandboxNamespaces {
+		return r.env.Sandbox.Workspace
+	}
+	return r.env.Mount.Dir
+}
+
 // proxyArgs is the command line of `avfs --json proxy exec FLAGS -- ARGV`,
 // with short default timeouts (later flags win).
 func proxyArgs(flags []string, argv ...string) []string {
@@ -663,7 +672,7 @@ func TestProxyDecisions(t *testing.T) {
 		a.write("in sub\n", "/sub/g")
 		r = a.proxy(append(m, "--cwd", "/sub"), "sh", "-c", "pwd; cat g")
 		r.ok(t, wire.Allow)
-		equal(t, "--cwd", r.stdout(t), r.env.Mount.Dir+"/sub\nin sub\n")
+		equal(t, "--cwd", r.stdout(t), r.workspace()+"/sub\nin sub\n")
 		equal(t, "cwd", r.env.Command.Cwd, "/sub")
 		a.vaultOK()
 	})
@@ -723,7 +732,9 @@ func TestProxyMountpoint(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			flags := []string{"--mount-mode", mode, "--mountpoint", dir}
+			// The command sees the host path only without a sandbox (in
+			// one, it is always /workspace).
+			flags := []string{"--mount-mode", mode, "--mountpoint", dir, "--sandbox", "none"}
 			r := a.proxy(flags, "sh", "-c", `printf '#!/bin/sh\necho tool in %s\n' "$PWD" > tool && chmod +x tool && echo "$PWD" > where && echo "$AVFS_MOUNTPOINT" >> where`)
 			r.ok(t, wire.AllowWithCheckpoint)
 			equal(t, "mount.dir", r.env.Mount.Dir, dir)
@@ -995,7 +1006,7 @@ func TestProxyRealTools(t *testing.T) {
 			if _, err := exec.LookPath("python3"); err != nil {
 				t.Skip("no python3")
 			}
-			a.write("import os\nprint('py', sum(range(10)), os.getcwd() == os.environ['HOME'])\nopen('out.txt', 'w').write('from python\\n')\n", "/hello.py")
+			a.write("import os\nprint('py', sum(range(10)), os.getcwd() == os.environ['AVFS_MOUNTPOINT'])\nopen('out.txt', 'w').write('from python\\n')\n", "/hello.py")
 			r := a.proxy(m, "python3", "hello.py")
 			r.ok(t, wire.AllowWithCheckpoint)
 			equal(t, "python", r.stdout(t), "py 45 True\n")
@@ -1017,7 +1028,7 @@ func TestProxyRealTools(t *testing.T) {
 			equalSlice(t, "chmod", changeLines(r.env.Changes), []string{"modified file /tools/run.sh 60>60 0644>0755"})
 			r = a.proxy(append(m, "--cwd", "/tools"), "./run.sh", "x")
 			r.ok(t, wire.AllowWithCheckpoint)
-			equal(t, "script", r.stdout(t), "script x in "+r.env.Mount.Dir+"/tools\n")
+			equal(t, "script", r.stdout(t), "script x in "+r.workspace()+"/tools\n")
 			equal(t, "script.out", a.cat("/tools/script.out"), "done\n")
 		})
 	})
@@ -1200,36 +1211,51 @@ func TestProxyEnvironment(t *testing.T) {
 	eachMode(t, func(t *testing.T, mode string) {
 		a := newProxyAVFS(t).with("SECRET_TOKEN=hunter2", "FOO=bar", "OTHER=no")
 		os.WriteFile(filepath.Join(a.home, "config.json"), []byte(`{"proxy": {"env": ["FROM_CONFIG=1", "OTHER"]}}`), 0o644)
-		r := a.proxy([]string{"--mount-mode", mode, "--env", "FOO", "--env", "K=V", "--env", "MISSING"}, "env")
-		r.ok(t, wire.AllowWithCheckpoint)
-		vars := map[string]string{}
-		for _, line := range strings.Split(strings.TrimSuffix(r.stdout(t), "\n"), "\n") {
-			k, v, _ := strings.Cut(line, "=")
-			vars[k] = v
-		}
-		dir := r.env.Mount.Dir
-		for k, want := range map[string]string{
-			"FOO": "bar", "K": "V", "FROM_CONFIG": "1", "OTHER": "no",
-			"HOME": dir, "AVFS_MOUNTPOINT": dir, "AVFS_VAULT": "default", "AVFS_EXEC_ID": r.env.ID,
-		} {
-			if vars[k] != want {
-				t.Errorf("%s=%q, want %q", k, vars[k], want)
+		for _, sb := range []string{"auto", "none"} {
+			r := a.proxy([]string{"--mount-mode", mode, "--sandbox", sb, "--allow-writable-trust", "--env", "FOO", "--env", "K=V", "--env", "MISSING"}, "env")
+			r.ok(t, wire.AllowWithCheckpoint)
+			vars := map[string]string{}
+			for _, line := range strings.Split(strings.TrimSuffix(r.stdout(t), "\n"), "\n") {
+				k, v, _ := strings.Cut(line, "=")
+				vars[k] = v
 			}
-		}
-		allowed := []string{"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "USER", "LOGNAME", "HOME",
-			"AVFS_MOUNTPOINT", "AVFS_VAULT", "AVFS_EXEC_ID", "FOO", "K", "FROM_CONFIG", "OTHER"}
-		for k := range vars {
-			if !slices.Contains(allowed, k) {
-				t.Errorf("%s reached the command", k)
+			want := map[string]string{
+				"FOO": "bar", "K": "V", "FROM_CONFIG": "1", "OTHER": "no",
+				"HOME": r.env.Mount.Dir, "AVFS_MOUNTPOINT": r.env.Mount.Dir, "AVFS_VAULT": "default", "AVFS_EXEC_ID": r.env.ID,
 			}
-		}
-		if vars["PATH"] == "" || strings.Contains(r.stdout(t), "hunter2") {
-			t.Errorf("env: %s", r.stdout(t))
-		}
-		if !strings.HasPrefix(dir, a.tmpDir()+"/avfs-exec-") {
-			t.Errorf("mount dir %s is not in TMPDIR", dir)
+			allowed := []string{"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "USER", "LOGNAME", "HOME",
+				"AVFS_MOUNTPOINT", "AVFS_VAULT", "AVFS_EXEC_ID", "FOO", "K", "FROM_CONFIG", "OTHER"}
+			if sb == "auto" { // a sandbox: its own home, tool caches in the vault's cache
+				home := r.env.Sandbox.Home
+				want["HOME"], want["AVFS_MOUNTPOINT"] = home, "/workspace"
+				want["XDG_CACHE_HOME"], want["GOMODCACHE"], want["npm_config_cache"] = home+"/.cache", home+"/.cache/go-mod", home+"/.cache/npm"
+				allowed = append(allowed, "XDG_CACHE_HOME", "GOMODCACHE", "npm_config_cache", "YARN_CACHE_FOLDER")
+			}
+			checkEnvironment(t, r, vars, want, allowed)
+			if dir := r.env.Mount.Dir; !strings.HasPrefix(dir, a.tmpDir()+"/avfs-exec-") {
+				t.Errorf("mount dir %s is not in TMPDIR", dir)
+			}
 		}
 	})
+}
+
+// checkEnvironment checks the variables a run's command saw: want's
+// values, nothing but allowed, and no secret.
+func checkEnvironment(t *testing.T, r proxyRun, vars, want map[string]string, allowed []string) {
+	t.Helper()
+	for k, want := range want {
+		if vars[k] != want {
+			t.Errorf("%s=%q, want %q", k, vars[k], want)
+		}
+	}
+	for k := range vars {
+		if !slices.Contains(allowed, k) {
+			t.Errorf("%s reached the command", k)
+		}
+	}
+	if vars["PATH"] == "" || strings.Contains(r.stdout(t), "hunter2") {
+		t.Errorf("env: %s", r.stdout(t))
+	}
 }
 
 // startedRun is a proxy exec running in the background.
