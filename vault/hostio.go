@@ -8,7 +8,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +29,13 @@ type TransferResult struct {
 // and hard links (among the names imported). Existing vault files are
 // replaced; directories are merged.
 // Named pipes and Unix socket nodes are kept as such; devices are skipped.
+//
+// hostPath's parent is followed as given; hostPath itself and everything
+// beneath it are not: each entry is read relative to its directory's fd
+// with O_NOFOLLOW, and one that is not, when opened, what it was when
+// listed (replaced meanwhile, by a symlink say) fails the import with
+// host_io rather than be read. A symlink is imported as a symlink,
+// whatever it points to.
 func (v *Vault) Import(ctx context.Context, hostPath, vaultPath string) (TransferResult, error) {
 	var res TransferResult
 	vaultPath, err := CleanPath(vaultPath)
@@ -43,92 +49,132 @@ func (v *Vault) Import(ctx context.Context, hostPath, vaultPath string) (Transfe
 	if _, err := os.Lstat(root); err != nil {
 		return res, wire.Errorf(wire.CodeHostIO, "import %s: %w", hostPath, err).With("host_path", hostPath)
 	}
+	parent, name := filepath.Dir(root), filepath.Base(root)
+	if root == "/" {
+		name = "."
+	}
+	pfd, err := unix.Open(parent, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return res, wire.Errorf(wire.CodeHostIO, "import %s: %w", hostPath, err).With("host_path", hostPath)
+	}
+	defer unix.Close(pfd)
 	err = v.update(ctx, "import "+hostPath, func(t *txn) error {
-		linked := map[devIno]int64{} // host files with several names -> the vault inode made for the first
-		err := filepath.WalkDir(root, func(hp string, d fs.DirEntry, werr error) error {
-			if werr != nil {
-				return wire.Errorf(wire.CodeHostIO, "read %s: %w", hp, werr)
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(root, hp)
-			vp := path.Join(vaultPath, filepath.ToSlash(rel))
-			fi, err := os.Lstat(hp)
-			if err != nil {
-				return wire.Errorf(wire.CodeHostIO, "read %s: %w", hp, err)
-			}
-			mode := hostMode(fi)
-			var in *inode
-			switch {
-			case fi.IsDir():
-				if in, err = v.mkdirAll(t, vp, mode); err != nil {
-					return err
-				}
-				in.mode = mode
-				res.Dirs++
-			case fi.Mode()&fs.ModeSymlink != 0:
-				target, err := os.Readlink(hp)
-				if err != nil {
-					return wire.Errorf(wire.CodeHostIO, "read %s: %w", hp, err)
-				}
-				if in, err = v.replaceNode(t, vp, KindSymlink, 0o777, target); err != nil {
-					return err
-				}
-				res.Symlinks++
-			case fi.Mode().IsRegular():
-				st, _ := fi.Sys().(*syscall.Stat_t)
-				var key devIno
-				if st != nil && st.Nlink > 1 {
-					key = devIno{uint64(st.Dev), st.Ino}
-					if target, seen := linked[key]; seen {
-						// Another name of a file imported already: a hard link.
-						res.Files++
-						return v.linkAt(t, vp, target)
-					}
-				}
-				if in, err = v.replaceNode(t, vp, KindFile, mode, ""); err != nil {
-					return err
-				}
-				f, err := os.Open(hp)
-				if err != nil {
-					return wire.Errorf(wire.CodeHostIO, "read %s: %w", hp, err)
-				}
-				err = t.writeAll(in, f)
-				f.Close()
-				if err != nil {
-					return err
-				}
-				if key != (devIno{}) {
-					linked[key] = in.ino
-				}
-				res.Files++
-				res.Bytes += in.size
-			case fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
-				kind, _ := hostKind(fi)
-				if in, err = v.replaceNode(t, vp, kind, mode, ""); err != nil {
-					return err
-				}
-				res.Special++
-			default:
-				return nil // devices have no place in a vault
-			}
-			in.mtime = fi.ModTime().UnixNano()
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				in.atime = time.Unix(st.Atim.Sec, st.Atim.Nsec).UnixNano()
-			}
-			if err := t.saveInode(in); err != nil {
-				return err
-			}
-			return t.recordVersionAt(in, vp, "import")
-		})
+		fi, err := lstatAt(pfd, name)
 		if err != nil {
+			return wire.Errorf(wire.CodeHostIO, "import %s: %w", hostPath, err).With("host_path", hostPath)
+		}
+		im := importer{v: v, t: t, linked: map[devIno]int64{}, res: &res}
+		if err := im.entry(pfd, name, root, vaultPath, fi); err != nil {
 			return err
 		}
 		t.audit("import", vaultPath, map[string]any{"host_path": root, "files": res.Files, "dirs": res.Dirs, "symlinks": res.Symlinks, "bytes": res.Bytes})
 		return nil
 	})
 	return res, err
+}
+
+// importer is one Import's walk of the host tree.
+type importer struct {
+	v      *Vault
+	t      *txn
+	linked map[devIno]int64 // host files with several names -> the vault inode made for the first
+	res    *TransferResult
+}
+
+// entry imports the host entry name in dirfd (at host path hp, listed as
+// fi) to vault path vp, and what is beneath it.
+func (im *importer) entry(dirfd int, name, hp, vp string, fi hostInfo) error {
+	v, t, res := im.v, im.t, im.res
+	if err := t.ctx.Err(); err != nil {
+		return err
+	}
+	mode := hostMode(fi)
+	var in *inode
+	var err error
+	sub := -1 // a directory's own fd, to read its entries
+	switch {
+	case fi.IsDir():
+		if in, err = v.mkdirAll(t, vp, mode); err != nil {
+			return err
+		}
+		in.mode = mode
+		if sub, err = openRead(dirfd, name, hp, fi, true); err != nil {
+			return err
+		}
+		defer unix.Close(sub)
+		res.Dirs++
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, err := readlinkAt(dirfd, name)
+		if err != nil {
+			return wire.Errorf(wire.CodeHostIO, "read %s: %w", hp, err)
+		}
+		if in, err = v.replaceNode(t, vp, KindSymlink, 0o777, target); err != nil {
+			return err
+		}
+		res.Symlinks++
+	case fi.Mode().IsRegular():
+		var key devIno
+		if fi.st.Nlink > 1 {
+			key = devIno{fi.st.Dev, fi.st.Ino}
+			if target, seen := im.linked[key]; seen {
+				// Another name of a file imported already: a hard link.
+				res.Files++
+				return v.linkAt(t, vp, target)
+			}
+		}
+		if in, err = v.replaceNode(t, vp, KindFile, mode, ""); err != nil {
+			return err
+		}
+		fd, err := openRead(dirfd, name, hp, fi, false)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), hp)
+		err = t.writeAll(in, f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		if key != (devIno{}) {
+			im.linked[key] = in.ino
+		}
+		res.Files++
+		res.Bytes += in.size
+	case fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
+		kind, _ := hostKind(fi)
+		if in, err = v.replaceNode(t, vp, kind, mode, ""); err != nil {
+			return err
+		}
+		res.Special++
+	default:
+		return nil // devices have no place in a vault
+	}
+	in.mtime = fi.ModTime().UnixNano()
+	in.atime = time.Unix(fi.st.Atim.Unix()).UnixNano()
+	if err := t.saveInode(in); err != nil {
+		return err
+	}
+	if err := t.recordVersionAt(in, vp, "import"); err != nil {
+		return err
+	}
+	if sub < 0 {
+		return nil
+	}
+	names, err := readNames(sub)
+	if err != nil {
+		return wire.Errorf(wire.CodeHostIO, "read %s: %w", hp, err)
+	}
+	for _, n := range names {
+		chp := filepath.Join(hp, n)
+		cfi, err := lstatAt(sub, n)
+		if err != nil {
+			return wire.Errorf(wire.CodeHostIO, "read %s: %w", chp, err)
+		}
+		if err := im.entry(sub, n, chp, path.Join(vp, n), cfi); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // linkAt makes vault path p another name of inode ino, replacing a
