@@ -1,7 +1,6 @@
 package mount
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +23,7 @@ import (
 // Options tune a mount.
 type Options struct {
 	ReadOnly     bool
-	FsName       string        // source shown in the mount table (default "avfs")
+	FsName       string        // source shown in the mount table; "avfs:" is prefixed unless it starts so (default "avfs:")
 	AllowOther   bool          // let other users reach the mount (needs user_allow_other for non-root)
 	SpillDir     string        // where open files spill unflushed chunks (default os.TempDir())
 	EntryTimeout time.Duration // kernel cache time of names (default: see WriterCacheTime)
@@ -161,8 +160,8 @@ func (s *Session) serve() error {
 	root := &node{fsys: &fsys{store: s.store, readonly: s.opts.ReadOnly, spillDir: spill, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}, ino: vault.RootIno}
 	entry, attr, negative := cacheTimes(s.opts)
 	name := s.opts.FsName
-	if name == "" {
-		name = "avfs"
+	if !strings.HasPrefix(name, FsNamePrefix) {
+		name = FsNamePrefix + name // how IsAvfsMount knows it
 	}
 	mo := []string{"default_permissions"}
 	if s.opts.ReadOnly {
@@ -296,14 +295,31 @@ func (s *Session) Unmount(lazy bool) error {
 
 // Unmount unmounts the avfs mount at dir from any process. A busy mount
 // fails with mount_busy naming the processes that hold it; lazy detaches it.
+// It never unmounts anything else: a directory that is not a mount point,
+// or whose mount is not an avfs one (see IsAvfsMount), fails with
+// not_mounted and is left alone. A dead avfs mount (its server killed) is
+// still one and is unmounted.
 func Unmount(dir string, lazy bool) error {
-	abs, err := filepath.Abs(dir)
+	abs, err := mountDir(dir)
 	if err != nil {
 		return wire.Errorf(wire.CodeInvalidInput, "unmount: %v", err)
 	}
-	if !IsMounted(abs) {
+	e, found, err := mountAt(abs)
+	switch {
+	case err != nil:
+		return fmt.Errorf("unmount %s: %w", abs, err)
+	case !found:
 		return wire.Errorf(wire.CodeNotMounted, "unmount: %s is not mounted", abs).With("dir", abs)
+	case !e.avfs():
+		return wire.Errorf(wire.CodeNotMounted, "unmount: %s is not an avfs mount (%s from %q); refused", abs, e.FSType, e.Source).
+			With("dir", abs).With("fstype", e.FSType).With("source", e.Source)
 	}
+	return unmount(abs, lazy)
+}
+
+// unmount unmounts the mount at abs, which the caller knows is avfs's.
+func unmount(abs string, lazy bool) error {
+	var err error
 	flags := 0
 	if lazy {
 		flags = syscall.MNT_DETACH
@@ -405,45 +421,17 @@ func KillHolders(dir string, wait time.Duration) {
 	}
 }
 
-// IsMounted reports whether dir is a mount point (from /proc/self/mountinfo).
+// IsMounted reports whether dir is a mount point (from /proc/self/mountinfo),
+// of any file system; dir is compared as given.
 func IsMounted(dir string) bool {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMount(fields[4]) == dir {
-			return true
-		}
-	}
-	return false
+	_, found, err := mountAt(dir)
+	return err == nil && found
 }
 
-// unescapeMount decodes the octal escapes of mountinfo paths (\040 for space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// CleanStale detaches a dead mount at dir: one whose server was killed,
-// which answers "transport endpoint is not connected".
+// CleanStale detaches a dead avfs mount at dir: one whose server was
+// killed, which answers "transport endpoint is not connected". Anything
+// else there, a dead FUSE mount of another file system included, is left
+// alone (and is not an error).
 func CleanStale(dir string) error {
 	_, err := os.Stat(dir)
 	if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {

@@ -797,6 +797,20 @@ type workspace struct {
 	kept fs.FileMode
 	// discarded: what a read-only run changed in its materialised copy.
 	discarded int
+	// copied: the materialised copy's directory as exported. The command
+	// may replace dir (by a symlink to a host directory, say): what is
+	// there then is neither read back nor removed.
+	copied os.FileInfo
+}
+
+// copyIntact fails with host_io unless dir is still the directory the
+// materialised copy was exported to.
+func (w *workspace) copyIntact() error {
+	fi, err := os.Lstat(w.dir)
+	if err != nil || !fi.IsDir() || w.copied == nil || !os.SameFile(fi, w.copied) {
+		return wire.Errorf(wire.CodeHostIO, "proxy exec: the copy at %s was replaced during the run; it is not read back or removed", w.dir).With("dir", w.dir)
+	}
+	return nil
 }
 
 // unlock releases the mount lock of a materialised copy.
@@ -894,6 +908,12 @@ func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req R
 			return nil, fmt.Errorf("proxy exec: materialise the vault: %w", err)
 		}
 		ws.since = time.Now()
+		if ws.copied, err = os.Lstat(ws.dir); err != nil {
+			ws.unlock(v)
+			ws.removeCopy()
+			os.RemoveAll(base)
+			return nil, wire.Errorf(wire.CodeHostIO, "proxy exec: materialise the vault: %v", err)
+		}
 		return ws, nil
 	}
 	if req.Mountpoint == "" {
@@ -968,6 +988,9 @@ func (w *workspace) removeCopy() error {
 	if w.base == "" || strings.HasPrefix(w.dir, w.base+string(filepath.Separator)) {
 		return nil
 	}
+	if w.mode == "materialized" && w.copied != nil && w.copyIntact() != nil {
+		return nil // not ours any more (close reports it)
+	}
 	switch {
 	case w.made:
 		if w.mode == "materialized" {
@@ -1021,6 +1044,8 @@ func (w *workspace) close(ctx context.Context, v *vault.Vault, readonly bool) er
 			err = wire.Errorf(wire.CodeInternal, "proxy exec: the mount answered %d request(s) with EIO after an internal failure", n)
 		}
 		w.session = nil
+	} else if w.mode == "materialized" && w.copyIntact() != nil {
+		err = w.copyIntact()
 	} else if w.mode == "materialized" && !readonly {
 		if _, serr := v.Sync(ctx, w.dir, w.since); serr != nil {
 			err = fmt.Errorf("proxy exec: bring the changes back: %w", serr)

@@ -2,13 +2,14 @@ package vault
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"avfs/wire"
 )
@@ -30,6 +31,17 @@ type SyncResult struct {
 // are skipped. Host hard links within dir are vault hard links (as
 // Export makes them): a link made on the host is made in the vault, one
 // broken on the host (the file replaced) is broken in the vault.
+//
+// Export drops the setuid and setgid bits of files: a host file whose
+// mode is its vault file's less those bits, and whose ctime is not after
+// since, keeps them in the vault. One changed since (written, chmodded)
+// gets the host's mode, as a write by an unprivileged process clears
+// them on a host file.
+//
+// dir is opened as given; nothing beneath it is followed: symlinks are
+// read as symlinks, and an entry that is not, when opened, what it was
+// when listed (replaced meanwhile, by a symlink say) fails the sync with
+// host_io rather than be read.
 func (v *Vault) Sync(ctx context.Context, dir string, since time.Time) (SyncResult, error) {
 	var res SyncResult
 	err := v.update(ctx, "sync from "+dir, func(t *txn) error {
@@ -37,7 +49,12 @@ func (v *Vault) Sync(ctx context.Context, dir string, since time.Time) (SyncResu
 		if err != nil {
 			return err
 		}
-		if err := v.syncDir(t, dir, root, "/", since, map[devIno]int64{}, &res); err != nil {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return wire.Errorf(wire.CodeHostIO, "read %s: %w", dir, err)
+		}
+		defer unix.Close(fd)
+		if err := v.syncDir(t, dir, fd, root, "/", since, map[devIno]int64{}, &res); err != nil {
 			return err
 		}
 		t.audit("sync", "/", map[string]any{"host_path": dir, "added": res.Added, "modified": res.Modified, "deleted": res.Deleted})
@@ -61,11 +78,51 @@ func hostMode(fi fs.FileInfo) uint32 {
 }
 
 func ctimeOf(fi fs.FileInfo) time.Time {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
+	if _, _, _, ctime, ok := statTimes(fi); ok {
+		return ctime
 	}
 	return time.Now()
 }
+
+// syncedMode is the mode a vault file of mode vaultMode takes from a host
+// copy of mode hostMode: the vault's when the host's differs only by the
+// setuid/setgid bits Export dropped and the host file was not changed
+// since the export.
+func syncedMode(hostMode, vaultMode uint32, fi fs.FileInfo, since time.Time) uint32 {
+	if vaultMode&0o6000 != 0 && hostMode == vaultMode&^0o6000 && !ctimeOf(fi).After(since) {
+		return vaultMode
+	}
+	return hostMode
+}
+
+// openRead opens the entry name in dirfd, listed as fi, for reading
+// without following it, and checks it is still that entry.
+func openRead(dirfd int, name, hp string, fi hostInfo, dir bool) (int, error) {
+	if beforeHostOpen != nil {
+		beforeHostOpen(hp)
+	}
+	flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
+	if dir {
+		flags |= unix.O_DIRECTORY
+	}
+	fd, err := unix.Openat(dirfd, name, flags, 0)
+	if err != nil {
+		return -1, wire.Errorf(wire.CodeHostIO, "read %s: %w (changed while read?)", hp, err).With("host_path", hp)
+	}
+	now, err := fstatInfo(fd, name)
+	if err == nil && !sameEntry(fi, now) {
+		err = errors.New("replaced while read")
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, wire.Errorf(wire.CodeHostIO, "read %s: %w", hp, err).With("host_path", hp)
+	}
+	return fd, nil
+}
+
+// beforeHostOpen, when set (by tests), is called with a host path just
+// before Import or Sync opens it.
+var beforeHostOpen func(hp string)
 
 // hostKind is the vault kind of a host file; false for a device.
 func hostKind(fi fs.FileInfo) (Kind, bool) {
@@ -90,14 +147,14 @@ type devIno struct{ dev, ino uint64 }
 // syncDir makes directory dir (inode in, at vault path vp) match the host
 // directory hp. links maps the host files with several names seen so far to
 // the vault inode they became, so that host hard links stay vault hard links.
-func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Time, links map[devIno]int64, res *SyncResult) error {
-	ents, err := os.ReadDir(hp)
+func (v *Vault) syncDir(t *txn, hp string, dirfd int, dir *inode, vp string, since time.Time, links map[devIno]int64, res *SyncResult) error {
+	ents, err := readNames(dirfd)
 	if err != nil {
 		return wire.Errorf(wire.CodeHostIO, "read %s: %w", hp, err)
 	}
 	host := map[string]bool{}
-	for _, e := range ents {
-		host[e.Name()] = true
+	for _, name := range ents {
+		host[name] = true
 	}
 	// Removed on the host.
 	names, err := childNames(t.ctx, t.tx, dir.ino)
@@ -114,15 +171,13 @@ func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Tim
 		}
 		res.Deleted += n
 	}
-	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
-	for _, e := range ents {
+	for _, name := range ents {
 		if err := t.ctx.Err(); err != nil {
 			return err
 		}
-		name := e.Name()
 		child := filepath.Join(hp, name)
 		cvp := path.Join(vp, name)
-		fi, err := os.Lstat(child)
+		fi, err := lstatAt(dirfd, name)
 		if err != nil {
 			return wire.Errorf(wire.CodeHostIO, "read %s: %w", child, err)
 		}
@@ -134,7 +189,7 @@ func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Tim
 		mtime := fi.ModTime().UnixNano()
 		target := ""
 		if kind == KindSymlink {
-			if target, err = os.Readlink(child); err != nil {
+			if target, err = readlinkAt(dirfd, name); err != nil {
 				return wire.Errorf(wire.CodeHostIO, "read %s: %w", child, err)
 			}
 			mode = 0o777
@@ -148,8 +203,8 @@ func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Tim
 		// seen is synced as usual, the others become vault hard links of it.
 		var key devIno
 		hostNlink := uint64(1)
-		if st, isStat := fi.Sys().(*syscall.Stat_t); isStat && kind == KindFile {
-			key, hostNlink = devIno{uint64(st.Dev), st.Ino}, uint64(st.Nlink)
+		if kind == KindFile {
+			key, hostNlink = devIno{fi.st.Dev, fi.st.Ino}, uint64(fi.st.Nlink)
 		}
 		if target, seen := links[key]; seen && hostNlink > 1 {
 			if ok && ino == target {
@@ -176,6 +231,9 @@ func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Tim
 			if in, err = getInode(t.ctx, t.tx, ino); err != nil {
 				return err
 			}
+			if kind == KindFile && in.kind == KindFile {
+				mode = syncedMode(mode, in.mode, fi, since)
+			}
 			if kind == KindFile && in.kind == KindFile && in.nlink > 1 && hostNlink == 1 {
 				// The host broke the link (the file was replaced, say by
 				// sed -i): this name gets an inode of its own.
@@ -186,7 +244,7 @@ func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Tim
 					return err
 				}
 				res.Modified++
-				if err := v.syncFile(t, child, in, cvp, fi, mode, mtime, true, res); err != nil {
+				if err := v.syncFile(t, dirfd, name, child, in, cvp, fi, mode, mtime, true, res); err != nil {
 					return err
 				}
 				continue
@@ -220,7 +278,13 @@ func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Tim
 					res.Modified++
 				}
 			}
-			if err := v.syncDir(t, child, in, cvp, since, links, res); err != nil {
+			fd, err := openRead(dirfd, name, child, fi, true)
+			if err != nil {
+				return err
+			}
+			err = v.syncDir(t, child, fd, in, cvp, since, links, res)
+			unix.Close(fd)
+			if err != nil {
 				return err
 			}
 			// Entries changed inside: restore the host's directory mtime last.
@@ -259,7 +323,7 @@ func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Tim
 			if !changed {
 				continue
 			}
-			if err := v.syncFile(t, child, in, cvp, fi, mode, mtime, created, res); err != nil {
+			if err := v.syncFile(t, dirfd, name, child, in, cvp, fi, mode, mtime, created, res); err != nil {
 				return err
 			}
 		}
@@ -267,13 +331,15 @@ func (v *Vault) syncDir(t *txn, hp string, dir *inode, vp string, since time.Tim
 	return nil
 }
 
-// syncFile copies the host file child into inode in (at vault path cvp).
-// created says whether the vault entry is new (counted as added already).
-func (v *Vault) syncFile(t *txn, child string, in *inode, cvp string, fi fs.FileInfo, mode uint32, mtime int64, created bool, res *SyncResult) error {
-	f, err := os.Open(child)
+// syncFile copies the host file name in dirfd (child, listed as fi) into
+// inode in (at vault path cvp). created says whether the vault entry is
+// new (counted as added already).
+func (v *Vault) syncFile(t *txn, dirfd int, name, child string, in *inode, cvp string, fi hostInfo, mode uint32, mtime int64, created bool, res *SyncResult) error {
+	fd, err := openRead(dirfd, name, child, fi, false)
 	if err != nil {
-		return wire.Errorf(wire.CodeHostIO, "read %s: %w", child, err)
+		return err
 	}
+	f := os.NewFile(uintptr(fd), child)
 	before := append([]byte(nil), in.chunks...)
 	oldMode, oldSize := in.mode, in.size
 	err = t.writeAll(in, f)
@@ -337,7 +403,11 @@ func (v *Vault) Unsynced(ctx context.Context, dir string, since time.Time) (int,
 				return nil
 			}
 			seen++
-			changed := e.Kind != kind || kind != KindSymlink && e.Mode != hostMode(fi)
+			mode := hostMode(fi)
+			if kind == KindFile && e.Kind == KindFile {
+				mode = syncedMode(mode, e.Mode, fi, since)
+			}
+			changed := e.Kind != kind || kind != KindSymlink && e.Mode != mode
 			switch {
 			case changed:
 			case kind == KindFile:

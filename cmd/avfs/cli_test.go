@@ -661,6 +661,86 @@ func TestImportExport(t *testing.T) {
 	equal(t, "single file export", string(b), "changed")
 }
 
+// TestExportAttacks plays, through the CLI, what files written into a
+// vault could do to a later `export --force`: nothing outside the
+// destination changes, and setid bits are dropped unless asked for.
+func TestExportAttacks(t *testing.T) {
+	cases := []struct {
+		name  string
+		first func(a *avfs, outside string) // the vault of the first export
+		then  func(a *avfs)                 // the vault of the second
+		check string                        // a file the destination must hold "EVIL" in
+	}{
+		{
+			name:  "symlink where the vault now has a directory",
+			first: func(a *avfs, outside string) { a.ok("ln", "-s", outside, "/e") },
+			then: func(a *avfs) {
+				a.ok("rm", "/e")
+				a.ok("mkdir", "/e")
+				a.write("EVIL", "/e/passwd")
+			},
+			check: "e/passwd",
+		},
+		{
+			name: "symlinked intermediate directory",
+			first: func(a *avfs, outside string) {
+				a.ok("mkdir", "/d")
+				a.ok("ln", "-s", outside, "/d/sub")
+			},
+			then: func(a *avfs) {
+				a.ok("rm", "/d/sub")
+				a.ok("mkdir", "-p", "/d/sub/deeper")
+				a.write("EVIL", "/d/sub/deeper/passwd")
+			},
+			check: "d/sub/deeper/passwd",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAVFS(t)
+			outside := t.TempDir()
+			victim := filepath.Join(outside, "passwd")
+			if err := os.WriteFile(victim, []byte("orig\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dst := filepath.Join(t.TempDir(), "exp")
+			tc.first(a, outside)
+			a.ok("export", "/", dst)
+			tc.then(a)
+			a.ok("export", "/", dst, "--force")
+			b, _ := os.ReadFile(victim)
+			equal(t, "file outside the destination", string(b), "orig\n")
+			ents, _ := os.ReadDir(outside)
+			equal(t, "entries outside the destination", len(ents), 1)
+			b, err := os.ReadFile(filepath.Join(dst, tc.check))
+			if err != nil {
+				t.Fatal(err)
+			}
+			equal(t, "exported content", string(b), "EVIL")
+		})
+	}
+
+	// Setuid/setgid bits: dropped by default, kept with --preserve-setid.
+	a := newAVFS(t)
+	a.write("#!/bin/sh\n", "/tool")
+	a.ok("chmod", "6755", "/tool")
+	for _, tc := range []struct {
+		flags []string
+		want  os.FileMode
+	}{
+		{nil, 0o755},
+		{[]string{"--preserve-setid"}, 0o755 | os.ModeSetuid | os.ModeSetgid},
+	} {
+		dst := filepath.Join(t.TempDir(), "out")
+		a.ok(append([]string{"export", "/tool", dst}, tc.flags...)...)
+		fi, err := os.Lstat(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equal(t, fmt.Sprintf("mode exported with %q", tc.flags), fi.Mode(), tc.want)
+	}
+}
+
 func TestCheckpoints(t *testing.T) {
 	a := newAVFS(t)
 	a.write("one", "/keep.txt")

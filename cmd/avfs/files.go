@@ -392,17 +392,24 @@ func filesCommands(e *env) []*cli.Command {
 			},
 		},
 		{
-			Name:      "export",
-			Usage:     "copy a vault file or tree to the host (refuses to overwrite unless --force)",
-			UsageText: "avfs export VAULT_PATH HOST_PATH [--force]\n\nexample: avfs export /project ./out --force",
-			Flags:     []cli.Flag{&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "replace existing host files and merge directories"}},
+			Name:  "export",
+			Usage: "copy a vault file or tree to the host (refuses to overwrite unless --force)",
+			UsageText: "avfs export VAULT_PATH HOST_PATH [--force] [--preserve-setid]\n\n" +
+				"HOST_PATH is followed as given; nothing beneath it is: a symlink or other host\n" +
+				"entry in the way of what the vault has is replaced (--force) or refused, never\n" +
+				"written through. Setuid/setgid bits of files are dropped unless --preserve-setid.\n\n" +
+				"example: avfs export /project ./out --force",
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "replace existing host files (and symlinks, never followed) and merge directories"},
+				&cli.BoolFlag{Name: "preserve-setid", Usage: "keep the setuid and setgid bits of files (dropped by default)"},
+			},
 			Action: func(c *cli.Context) error {
 				a, err := args(c, 2, 2, "VAULT_PATH HOST_PATH")
 				if err != nil {
 					return err
 				}
 				return e.withVault(c, func(v *vault.Vault) error {
-					res, err := v.Export(c.Context, a[0], a[1], c.Bool("force"))
+					res, err := v.ExportWith(c.Context, a[0], a[1], vault.ExportOptions{Force: c.Bool("force"), PreserveSetid: c.Bool("preserve-setid")})
 					if err != nil {
 						return err
 					}

@@ -126,7 +126,9 @@ func unmountCommand(e *env) *cli.Command {
 		Usage: "unmount an avfs mount",
 		UsageText: "avfs unmount [--lazy] DIR\n\n" +
 			"A mount in use fails with mount_busy naming the processes that hold it;\n" +
-			"--lazy detaches it now and lets it go when they finish.\n\n" +
+			"--lazy detaches it now and lets it go when they finish. Anything but an avfs\n" +
+			"mount (a plain directory, another file system) is refused with not_mounted;\n" +
+			"a dead avfs mount (its server killed) is unmounted.\n\n" +
 			"example: avfs unmount ~/work",
 		Flags: []cli.Flag{&cli.BoolFlag{Name: "lazy", Usage: "detach a busy mount (MNT_DETACH)"}},
 		Action: func(c *cli.Context) error {

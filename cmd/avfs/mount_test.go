@@ -141,3 +141,37 @@ func TestMountSignalAndKill(t *testing.T) {
 	a.ok("unmount", dir)
 	cmd.Wait()
 }
+
+// TestUnmountRefusesOtherMounts checks that `avfs unmount` leaves alone
+// what is not an avfs mount, a tmpfs that calls itself avfs included.
+func TestUnmountRefusesOtherMounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	a := newAVFS(t)
+	cases := []struct {
+		name, source string // source "" for a plain directory
+	}{
+		{"plain directory", ""},
+		{"tmpfs", "tmpfs"},
+		{"tmpfs whose source claims avfs", "avfs:default"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "mnt")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if tc.source != "" {
+				if err := syscall.Mount(tc.source, dir, "tmpfs", 0, "size=1m"); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+			}
+			for _, lazy := range [][]string{nil, {"--lazy"}} {
+				a.fail(1, "not_mounted", append([]string{"unmount", dir}, lazy...)...)
+				equal(t, "still mounted", mount.IsMounted(dir), tc.source != "")
+			}
+		})
+	}
+}

@@ -780,6 +780,48 @@ func TestProxyMountpoint(t *testing.T) {
 	})
 }
 
+// TestProxyMaterializedCopyReplaced checks that a command which replaces
+// its materialised copy by a symlink to a host directory gets nothing of
+// that directory read into the vault, and nothing in it removed.
+func TestProxyMaterializedCopyReplaced(t *testing.T) {
+	t.Parallel()
+	a := newProxyAVFS(t)
+	a.write("vault\n", "/kept.txt")
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret")
+	if err := os.WriteFile(secret, []byte("SECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	parent := t.TempDir()
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"private copy", nil},
+		{"existing --mountpoint", []string{"--mountpoint", filepath.Join(parent, "mp")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.flags != nil {
+				if err := os.Mkdir(tc.flags[1], 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// What the policy sees is `sh swap.sh`; the script does the rest.
+			a.on(t).write(`cd / && mv "$AVFS_MOUNTPOINT" "$AVFS_MOUNTPOINT.moved" && ln -s '`+outside+`' "$AVFS_MOUNTPOINT"`+"\n", "/swap.sh")
+			r := a.on(t).proxy(append([]string{"--mount-mode", "materialize"}, tc.flags...), "sh", "swap.sh")
+			if r.env.Error == nil || r.env.Error.Code != wire.CodeHostIO {
+				t.Fatalf("run that replaced its copy: %s", r.raw)
+			}
+			if b, err := os.ReadFile(secret); err != nil || string(b) != "SECRET\n" {
+				t.Fatalf("host directory the copy was replaced by: %q %v", b, err)
+			}
+			a.on(t).fail(1, "not_found", "stat", "/secret")
+			equal(t, "vault file", a.on(t).cat("/kept.txt"), "vault\n")
+		})
+	}
+	a.vaultOK()
+}
+
 // hostTree describes every entry under dir: kind, permission bits, and the
 // content or link target.
 func hostTree(t *testing.T, dir string) map[string]string {
