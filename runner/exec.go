@@ -760,7 +760,7 @@ func textual(b []byte) bool {
 func processReport(pr ProcResult) *wire.ProcessReport {
 	p := &wire.ProcessReport{ExitCode: pr.ExitCode, Signal: pr.Signal, TimedOut: pr.TimedOut, DurationMS: pr.Duration.Milliseconds(),
 		StdoutBytes: pr.Stdout.Total, StderrBytes: pr.Stderr.Total, StdoutTruncated: pr.Stdout.Truncated, StderrTruncated: pr.Stderr.Truncated,
-		KilledDescendants: len(pr.Killed), Interrupted: pr.Interrupted}
+		KilledDescendants: len(pr.Killed) + pr.KilledInSandbox, Interrupted: pr.Interrupted}
 	p.Stdout, p.StdoutEncoding, p.StdoutOmittedAt = encode(pr.Stdout)
 	p.Stderr, p.StderrEncoding, p.StderrOmittedAt = encode(pr.Stderr)
 	return p

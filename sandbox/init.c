@@ -244,13 +244,28 @@ static void do_bind(const char *src, const char *dst, const char *flags) {
 		mkdirs(t, 0755);
 	else
 		touch(t);
-	if (mount(src, t, NULL, MS_BIND | MS_REC, NULL) < 0) {
+	// A plain bind needs one remount; a tree with mounts beneath it (which
+	// a user namespace must bring along: EINVAL) needs the table read.
+	int rec = 0;
+	if (mount(src, t, NULL, MS_BIND, NULL) < 0) {
+		if (errno == EINVAL) {
+			rec = 1;
+			if (mount(src, t, NULL, MS_BIND | MS_REC, NULL) == 0) goto bound;
+		}
 		if (optional && (errno == ENOENT || errno == EACCES)) return;
 		failf(errno, "bind %s", src);
 	}
+bound:;
 	char target[8192];
 	snprintf(target, sizeof target, "%s", t);
-	remount(target, ro, dev);
+	if (rec) {
+		remount(target, ro, dev);
+		return;
+	}
+	unsigned long fl = MS_BIND | MS_REMOUNT | MS_NOSUID | mountflags(target);
+	if (ro) fl |= MS_RDONLY;
+	if (!dev) fl |= MS_NODEV;
+	if (mount(NULL, target, NULL, fl, NULL) < 0) failf(errno, "remount %s", target);
 }
 
 static void do_tmpfs(const char *dst, const char *mode, const char *opts) {
