@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -155,7 +156,8 @@ func (e *env) proxyRunner(c *cli.Context) (*runner.Runner, error) {
 		return p, err
 	}
 	exe, _ := os.Executable() // for the run's guard; without it, the next run cleans up
-	return &runner.Runner{Store: e.store(), LoadPolicy: load, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key, ApproverPublicKey: pub}, nil
+	return &runner.Runner{Store: e.store(), LoadPolicy: load, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key, ApproverPublicKey: pub,
+		RunDir: filepath.Join(e.home, "run")}, nil
 }
 
 // printEnvelope shows a run to people: the command's output, then one summary line on stderr.
