@@ -150,8 +150,10 @@ func cleanGuarded(base string) {
 //     killed: those whose working directory, root, executable or open file
 //     is on the mount's device, not merely under its path (a process that
 //     sat in the directory before the mount hid it is left alone).
-//   - In a materialised copy, only the processes of the run are killed:
-//     those inside it that carry the run's AVFS_MOUNTPOINT.
+//   - In a materialised copy (in the run directory, or at a --mountpoint
+//     that is still the directory the record identifies), only the
+//     processes of the run are killed: those inside it that carry the
+//     run's AVFS_MOUNTPOINT.
 //   - At a --mountpoint, a directory avfs made, or an empty one it filled
 //     and emptied, is removed (or emptied and given its mode back) only
 //     when it is still the very directory the record identifies (see
@@ -185,7 +187,7 @@ func cleanRun(dir string) {
 			return
 		}
 	}
-	if mp.Materialized {
+	if mp.Materialized && (mp.Dir == root || mp.ID.at(mp.Dir)) {
 		killHolders(mp.Dir, 2*time.Second, runProcess(mp.Dir))
 	}
 	if mp.Dir != root {

@@ -352,6 +352,13 @@ func (id *dirID) is(fi fs.FileInfo) bool {
 	return id != nil && got != nil && fi.IsDir() && *got == *id
 }
 
+// at reports whether the directory at path (followed, as --mountpoint
+// is) is the one id identifies.
+func (id *dirID) at(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && id.is(fi)
+}
+
 // safeTarget reports whether dir may be acted on at all: absolute, clean,
 // and not /.
 func safeTarget(dir string) bool {
@@ -370,11 +377,13 @@ var errNotProven = errors.New("not the directory avfs made or used (it was repla
 //
 // It acts only on that very directory: it is opened (os.Root), checked
 // against id, and everything under it is removed through that descriptor,
-// never following a symlink out of it; the directory itself is removed
-// through its parent's descriptor after the same check. Nothing mounted
-// under dir is crossed: a mount there makes it fail. It never acts on /
-// or on a path that is not absolute and clean. Errors: errNotProven, or
-// the file system's.
+// never following a symlink out of it. A directory avfs made is looked up
+// in its parent without following a symlink (one there now is not avfs's)
+// and removed through the parent's descriptor after the same check; the
+// directory a copy was made in may be a symlink, as --mountpoint was
+// given. Nothing mounted under dir is crossed: a mount there makes it
+// fail. It never acts on / or on a path that is not absolute and clean.
+// Errors: errNotProven, or the file system's.
 func removeAt(dir string, id *dirID, whole, onlyEmpty bool, kept fs.FileMode) error {
 	if !safeTarget(dir) || id == nil {
 		return errNotProven
@@ -384,47 +393,40 @@ func removeAt(dir string, id *dirID, whole, onlyEmpty bool, kept fs.FileMode) er
 	} else if len(m) > 0 {
 		return fmt.Errorf("%s is mounted", m[0])
 	}
-	if !onlyEmpty {
-		root, err := os.OpenRoot(dir)
+	var parent *os.Root
+	name := filepath.Base(dir)
+	if whole {
+		p, err := os.OpenRoot(filepath.Dir(dir))
 		if err != nil {
 			return err
 		}
-		defer root.Close()
-		fi, err := root.Stat(".")
+		defer p.Close()
+		fi, err := p.Lstat(name)
 		if err != nil {
 			return err
 		}
 		if !id.is(fi) {
 			return errNotProven
 		}
-		f, err := root.Open(".")
+		parent = p
+	}
+	if !onlyEmpty {
+		var root *os.Root
+		var err error
+		if parent != nil {
+			root, err = parent.OpenRoot(name)
+		} else {
+			root, err = os.OpenRoot(dir)
+		}
 		if err != nil {
 			return err
 		}
-		names, err := f.Readdirnames(-1)
-		if err != nil {
-			f.Close()
+		err = emptyDir(root, id, whole, kept)
+		root.Close()
+		if err != nil || !whole {
 			return err
 		}
-		for _, n := range names {
-			if err := root.RemoveAll(n); err != nil {
-				f.Close()
-				return err
-			}
-		}
-		if !whole {
-			err := f.Chmod(kept.Perm() | kept&(fs.ModeSetgid|fs.ModeSticky|fs.ModeSetuid))
-			f.Close()
-			return err
-		}
-		f.Close()
 	}
-	parent, err := os.OpenRoot(filepath.Dir(dir))
-	if err != nil {
-		return err
-	}
-	defer parent.Close()
-	name := filepath.Base(dir)
 	fi, err := parent.Lstat(name)
 	if err != nil {
 		return err
@@ -433,4 +435,34 @@ func removeAt(dir string, id *dirID, whole, onlyEmpty bool, kept fs.FileMode) er
 		return errNotProven
 	}
 	return parent.Remove(name) // rmdir: fails if something is in it
+}
+
+// emptyDir removes everything in root, the directory id identifies; unless
+// whole (it goes next), it then gets mode kept.
+func emptyDir(root *os.Root, id *dirID, whole bool, kept fs.FileMode) error {
+	f, err := root.Open(".")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !id.is(fi) {
+		return errNotProven
+	}
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := root.RemoveAll(n); err != nil {
+			return err
+		}
+	}
+	if whole {
+		return nil
+	}
+	return f.Chmod(kept.Perm() | kept&(fs.ModeSetgid|fs.ModeSticky|fs.ModeSetuid))
 }
