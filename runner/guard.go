@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -260,9 +261,15 @@ func runProcess(dir string) func(pid int, link string) bool {
 
 // killHolders SIGKILLs the processes one of whose working directory, root,
 // executable or open files is dir or under it, and for which in(pid, the
-// /proc link) holds, until none is left or wait has passed. Each is
-// signalled through a pidfd opened before it is checked, so a pid that is
-// reused meanwhile is never signalled. It never signals avfs itself.
+// /proc link) holds, until none is left or wait has passed. It never
+// signals avfs itself.
+//
+// A pid can end and be reused between the look at /proc and the signal:
+// each process found is looked at again through a pidfd opened after the
+// first look and signalled through that pidfd, so a process that took a
+// holder's pid is never signalled (it would have to pass the second look).
+// Kernels without pidfds (before 5.3) get a plain kill after the second
+// look.
 func killHolders(dir string, wait time.Duration, in func(pid int, link string) bool) {
 	deadline := time.Now().Add(wait)
 	for {
@@ -270,18 +277,23 @@ func killHolders(dir string, wait time.Duration, in func(pid int, link string) b
 		procs, _ := os.ReadDir("/proc")
 		for _, p := range procs {
 			pid, err := strconv.Atoi(p.Name())
-			if err != nil || pid == os.Getpid() {
+			if err != nil || pid == os.Getpid() || !holds(pid, dir, in) {
 				continue
 			}
 			pidfd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				continue
+			switch {
+			case err == nil:
+				if holds(pid, dir, in) {
+					n++
+					_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+				}
+				unix.Close(pidfd)
+			case errors.Is(err, unix.ENOSYS):
+				if holds(pid, dir, in) {
+					n++
+					_ = unix.Kill(pid, unix.SIGKILL)
+				}
 			}
-			if holds(pid, dir, in) {
-				n++
-				_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
-			}
-			unix.Close(pidfd)
 		}
 		if n == 0 || time.Now().After(deadline) {
 			return
