@@ -19,7 +19,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -69,7 +68,12 @@ type Runner struct {
 	// grants must carry a signature it verifies (see GrantSignature), and
 	// ApproverKey is not used. Unlike the secret, it lets nobody grant.
 	ApproverPublicKey ed25519.PublicKey
-	TempDir           string // where mount points and materialised copies go ("" = os.TempDir())
+	// RunDir is the root of the run directories (see OpenRunDir), where
+	// mount points, materialised copies and what cleans up after a killed
+	// avfs live: $AVFS_HOME/run for the CLI. "" means
+	// <TempDir>/avfs-run-<euid>.
+	RunDir  string
+	TempDir string // where RunDir is when it is not given ("" = os.TempDir())
 	// Sandbox is how commands are held.
 	Sandbox SandboxConfig
 	// Trusted are the files avfs trusts for its decisions (config, policy
@@ -795,6 +799,10 @@ type workspace struct {
 	// and given its mode back afterwards).
 	made bool
 	kept fs.FileMode
+	// ident is the identity of a --mountpoint that is made or kept: what
+	// removeCopy checks before it touches it.
+	ident *dirID
+	run   *ExecDir // the run directory (base) and its lock
 	// discarded: what a read-only run changed in its materialised copy.
 	discarded int
 	// copied: the materialised copy's directory as exported. The command
@@ -873,52 +881,56 @@ func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req R
 		}
 	}
 	ws := &workspace{mode: map[string]string{ModeFUSE: "fuse", ModeMaterialize: "materialized"}[mode]}
-	base, err := os.MkdirTemp(r.tempDir(), fmt.Sprintf("avfs-exec-%d-", os.Getpid()))
+	run, err := r.newRun()
 	if err != nil {
-		return nil, wire.Errorf(wire.CodeHostIO, "proxy exec: %w", err)
+		return nil, err
 	}
-	ws.base = base
-	ws.dir = filepath.Join(base, "root")
+	ws.run = run
+	ws.base = run.Dir
+	ws.dir = filepath.Join(ws.base, "root")
 	if req.Mountpoint != "" {
 		if err := ws.useMountpoint(req.Mountpoint, mode == ModeMaterialize); err != nil {
-			os.RemoveAll(base)
+			ws.run.Remove()
 			return nil, err
 		}
-		rec, _ := json.Marshal(mountpointRecord{Dir: ws.dir, Materialized: mode == ModeMaterialize, Made: ws.made, Kept: uint32(ws.kept)})
-		if err := os.WriteFile(filepath.Join(base, mountpointFile), rec, 0o600); err != nil {
-			ws.removeCopy()
-			os.RemoveAll(base)
-			return nil, wire.Errorf(wire.CodeHostIO, "proxy exec: %w", err)
-		}
+	}
+	rec := mountpointRecord{Dir: ws.dir, Materialized: mode == ModeMaterialize, Made: ws.made, Kept: uint32(ws.kept), ID: ws.ident}
+	if mode == ModeFUSE {
+		rec.FsName = "avfs:" + name
+	}
+	if err := ws.run.writeRecord(rec); err != nil {
+		ws.removeCopy()
+		ws.run.Remove()
+		return nil, err
 	}
 	if mode == ModeMaterialize {
 		// The copy is synced back at the end: no writer mount may change
 		// the vault meanwhile.
 		if !req.Readonly {
 			if err := waitBusy(ctx, busyUntil, func() error { return v.Lock(ctx, vault.LockMount, ws.dir) }); err != nil {
-				os.RemoveAll(base)
+				ws.run.Remove()
 				return nil, fmt.Errorf("proxy exec: materialise the vault: %w", err)
 			}
 			ws.locked = true
 		}
-		if _, err := v.Export(ctx, "/", ws.dir, ws.kept != 0); err != nil {
+		if _, err := v.Export(ctx, "/", ws.dir, ws.kept != 0 || ws.made); err != nil {
 			ws.unlock(v)
 			ws.removeCopy()
-			os.RemoveAll(base)
+			ws.run.Remove()
 			return nil, fmt.Errorf("proxy exec: materialise the vault: %w", err)
 		}
 		ws.since = time.Now()
 		if ws.copied, err = os.Lstat(ws.dir); err != nil {
 			ws.unlock(v)
 			ws.removeCopy()
-			os.RemoveAll(base)
+			ws.run.Remove()
 			return nil, wire.Errorf(wire.CodeHostIO, "proxy exec: materialise the vault: %v", err)
 		}
 		return ws, nil
 	}
 	if req.Mountpoint == "" {
 		if err := os.Mkdir(ws.dir, 0o700); err != nil {
-			os.RemoveAll(base)
+			ws.run.Remove()
 			return nil, wire.Errorf(wire.CodeHostIO, "proxy exec: %w", err)
 		}
 	}
@@ -934,7 +946,7 @@ func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req R
 	})
 	if err != nil {
 		ws.removeCopy()
-		os.RemoveAll(base)
+		ws.run.Remove()
 		return nil, err
 	}
 	return ws, nil
@@ -953,14 +965,17 @@ func (w *workspace) useMountpoint(p string, copyIn bool) error {
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if copyIn {
-			w.made = true // Export makes it
-			return nil
-		}
+		// A copy is exported into it (Export merges into the empty
+		// directory): made here, its identity is known before it fills.
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			return wire.Errorf(wire.CodeHostIO, "proxy exec: --mountpoint: %v", err).With("mountpoint", dir)
 		}
 		w.made = true
+		fi, err := os.Lstat(dir)
+		if err != nil {
+			return wire.Errorf(wire.CodeHostIO, "proxy exec: --mountpoint: %v", err).With("mountpoint", dir)
+		}
+		w.ident = idOf(fi)
 		return nil
 	case err != nil:
 		return wire.Errorf(wire.CodeHostIO, "proxy exec: --mountpoint: %v", err).With("mountpoint", dir)
@@ -979,11 +994,15 @@ func (w *workspace) useMountpoint(p string, copyIn bool) error {
 			With("mountpoint", dir)
 	}
 	w.kept = fi.Mode()
+	w.ident = idOf(fi)
 	return nil
 }
 
 // removeCopy removes what the command saw when it is not under w.base: a
-// materialised copy made at --mountpoint, or a mount point avfs made.
+// materialised copy made at --mountpoint, or a mount point avfs made (only
+// when empty), or it empties the --mountpoint a copy was made in and gives
+// it its mode back. It acts only on the directory w.ident identifies (see
+// removeAt): one that was replaced since is left, with errNotProven.
 func (w *workspace) removeCopy() error {
 	if w.base == "" || strings.HasPrefix(w.dir, w.base+string(filepath.Separator)) {
 		return nil
@@ -993,21 +1012,9 @@ func (w *workspace) removeCopy() error {
 	}
 	switch {
 	case w.made:
-		if w.mode == "materialized" {
-			return os.RemoveAll(w.dir)
-		}
-		return os.Remove(w.dir) // a mount point: empty once unmounted
+		return removeAt(w.dir, w.ident, true, w.mode != "materialized", 0)
 	case w.kept != 0:
-		ents, err := os.ReadDir(w.dir)
-		if err != nil {
-			return err
-		}
-		for _, e := range ents {
-			if err := os.RemoveAll(filepath.Join(w.dir, e.Name())); err != nil {
-				return err
-			}
-		}
-		return os.Chmod(w.dir, w.kept.Perm()|w.kept&(fs.ModeSetgid|fs.ModeSticky|fs.ModeSetuid))
+		return removeAt(w.dir, w.ident, false, false, w.kept)
 	}
 	return nil
 }
@@ -1061,33 +1068,19 @@ func (w *workspace) close(ctx context.Context, v *vault.Vault, readonly bool) er
 	if rerr := w.removeCopy(); rerr != nil && err == nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = wire.Errorf(wire.CodeHostIO, "proxy exec: remove the copy in %s: %v", w.dir, rerr)
 	}
-	if w.base != "" {
-		if rerr := os.RemoveAll(w.base); rerr != nil && err == nil && !errors.Is(rerr, os.ErrNotExist) {
-			err = wire.Errorf(wire.CodeHostIO, "proxy exec: remove %s: %v", w.base, rerr)
-		}
+	if rerr := w.run.Remove(); rerr != nil && err == nil {
+		err = rerr
 	}
 	return err
 }
 
-// cleanStale removes what a killed avfs left in the temporary directory:
-// the processes of its run that still use its mount or copy, dead mounts,
-// and the directories of processes that no longer run.
+// cleanStale cleans up after the runs whose avfs is gone, in the run root
+// (see RunDir.CleanStale): a run root that fails its checks is left for
+// present to report.
 func (r *Runner) cleanStale() {
-	ents, _ := os.ReadDir(r.tempDir())
-	for _, e := range ents {
-		name := e.Name()
-		if !e.IsDir() || !strings.HasPrefix(name, "avfs-exec-") {
-			continue
-		}
-		pidStr, _, _ := strings.Cut(strings.TrimPrefix(name, "avfs-exec-"), "-")
-		pid, err := strconv.Atoi(pidStr)
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		// EPERM: alive, another user's (TMPDIR may be shared).
-		if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
-			continue
-		}
-		cleanRun(filepath.Join(r.tempDir(), name))
+	d, err := r.runRoot()
+	if err != nil {
+		return
 	}
+	d.CleanStale()
 }

@@ -2,18 +2,26 @@ package runner
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"avfs/mount"
+	"avfs/wire"
 )
 
 // GuardDelay is how long a command runs in a FUSE mount before avfs starts
@@ -85,11 +93,22 @@ func (g *guard) stop() {
 	g.cmd = nil
 }
 
+// guardLockWait is how long a guard waits for the lock of its run once
+// its stdin has ended: the kernel closes the pipe and the lock's file as
+// avfs exits, in no set order, so the lock may still be held for a moment.
+// A lock held longer is a live run's (the pipe ended some other way) or
+// another cleaner's: the guard then leaves it.
+var guardLockWait = 5 * time.Second
+
 // Guard is `avfs proxy guard BASE`: it waits until ctl (its stdin, the
 // other end held by the avfs of the run in BASE) ends. Without a done line
-// first, that avfs died: Guard ends what still uses the run's mount, detaches
-// it and removes BASE. ctx ending (the guard itself is told to stop) ends
+// first, that avfs died: Guard takes the run's lock (so it never cleans a
+// run that is still alive, nor races another cleaner) and cleans up after
+// it (see cleanRun). ctx ending (the guard itself is told to stop) ends
 // the wait without cleaning up: the run's avfs may still be alive.
+//
+// BASE is only acted on when it is a run directory: exec-* in a run root
+// that passes OpenRunDir's checks, a real directory owned by avfs's user.
 func Guard(ctx context.Context, ctl io.Reader, base string) {
 	line := make(chan string, 1)
 	go func() {
@@ -99,48 +118,325 @@ func Guard(ctx context.Context, ctl io.Reader, base string) {
 	select {
 	case s := <-line:
 		if s != guardDone {
-			cleanRun(base)
+			cleanGuarded(base)
 		}
 	case <-ctx.Done():
 	}
 }
 
-// cleanRun removes the directory of a run whose avfs is gone: the processes
-// that still use its mount or copy, a dead mount, the directory itself,
-// and what the run left at its --mountpoint (see mountpointFile).
-func cleanRun(dir string) {
-	root := filepath.Join(dir, "root")
-	var mp mountpointRecord
-	if b, err := os.ReadFile(filepath.Join(dir, mountpointFile)); err == nil && json.Unmarshal(b, &mp) == nil && filepath.IsAbs(mp.Dir) {
-		root = mp.Dir
-	}
-	mount.KillHolders(root, 2*time.Second) // before a dead mount is detached, while their paths still show where they are
-	_ = mount.CleanStale(root)
-	if mount.IsMounted(root) {
-		if mount.Unmount(root, false) != nil {
-			_ = mount.Unmount(root, true)
-		}
-	}
-	if mount.IsMounted(root) {
+// cleanGuarded cleans the run in base, if base is a run directory whose
+// lock comes free within guardLockWait.
+func cleanGuarded(base string) {
+	if !safeTarget(base) || !strings.HasPrefix(filepath.Base(base), runPrefix) {
 		return
 	}
-	if mp.Dir != "" {
-		w := &workspace{dir: mp.Dir, base: dir, made: mp.Made, kept: fs.FileMode(mp.Kept)}
+	if _, err := openRunDir(filepath.Dir(base), false); err != nil || !isRunDir(base) {
+		return
+	}
+	lock, err := lockRun(base, guardLockWait)
+	if err != nil {
+		return
+	}
+	defer lock.Close()
+	cleanRun(base)
+}
+
+// cleanRun cleans up after the run in the run directory dir, whose lock
+// the caller holds (its avfs is gone). What the record (mountpointFile)
+// names is only acted on as far as avfs can prove it made it:
+//
+//   - The run's directory (<dir>/root, or the --mountpoint of the record)
+//     is unmounted only when it is an avfs FUSE mount (fuse.*, source
+//     avfs:<the run's vault>), after the processes inside that mount are
+//     killed: those whose working directory, root, executable or open file
+//     is on the mount's device, not merely under its path (a process that
+//     sat in the directory before the mount hid it is left alone).
+//   - In a materialised copy (in the run directory, or at a --mountpoint
+//     that is still the directory the record identifies), only the
+//     processes of the run are killed: those inside it that carry the
+//     run's AVFS_MOUNTPOINT.
+//   - At a --mountpoint, a directory avfs made, or an empty one it filled
+//     and emptied, is removed (or emptied and given its mode back) only
+//     when it is still the very directory the record identifies (see
+//     removeAt); a mount point avfs made only when it is empty.
+//   - The run directory goes last, unless something is still mounted in
+//     it (removal would descend into the mount) or the run's avfs mount
+//     would not go (the record is kept for the next try).
+//
+// It never acts on /, on a path that is not absolute and clean, or on a
+// record that is a symlink or not avfs's user's. It reports nothing: what
+// it cannot clean is left for the next run.
+func cleanRun(dir string) {
+	root := filepath.Join(dir, "root")
+	mp, ok := readRecord(dir)
+	if !ok {
+		mp = mountpointRecord{Dir: root}
+	}
+	m, isAvfs, err := avfsMountAt(mp.Dir)
+	if err != nil {
+		return
+	}
+	if isAvfs && (mp.FsName == "" || m.source == mp.FsName) {
+		killHolders(mp.Dir, 2*time.Second, m.onDevice) // before a dead mount is detached, while their paths still show where they are
+		_ = mount.CleanStale(mp.Dir)
+		if mount.IsMounted(mp.Dir) {
+			if mount.Unmount(mp.Dir, false) != nil {
+				_ = mount.Unmount(mp.Dir, true)
+			}
+		}
+		if mount.IsMounted(mp.Dir) {
+			return
+		}
+	}
+	if mp.Materialized && (mp.Dir == root || mp.ID.at(mp.Dir)) {
+		killHolders(mp.Dir, 2*time.Second, runProcess(mp.Dir))
+	}
+	if mp.Dir != root {
+		w := &workspace{dir: mp.Dir, base: dir, made: mp.Made, kept: fs.FileMode(mp.Kept), ident: mp.ID}
 		if mp.Materialized {
 			w.mode = "materialized"
 		}
 		_ = w.removeCopy()
 	}
+	if mounts, err := mountsUnder(dir); err != nil || len(mounts) > 0 {
+		return
+	}
 	os.RemoveAll(dir)
 }
 
-// mountpointFile, in a run's directory, records the --mountpoint the run
-// uses, for whoever cleans up after a killed avfs.
+// readRecord reads the record of the run in dir: a regular file owned by
+// avfs's user, opened without following a symlink, naming an absolute,
+// clean path other than /. ok is false when there is none fit to use.
+func readRecord(dir string) (rec mountpointRecord, ok bool) {
+	f, err := os.OpenFile(filepath.Join(dir, mountpointFile), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return rec, false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 64<<10 {
+		return rec, false
+	}
+	if st, isUnix := fi.Sys().(*syscall.Stat_t); !isUnix || st.Uid != uint32(os.Geteuid()) {
+		return rec, false
+	}
+	b, err := io.ReadAll(f)
+	if err != nil || json.Unmarshal(b, &rec) != nil || !safeTarget(rec.Dir) {
+		return mountpointRecord{}, false
+	}
+	return rec, true
+}
+
+// mountpointFile, in a run's directory, records where the run's command
+// works and how it got there, for whoever cleans up after a killed avfs.
 const mountpointFile = "mountpoint.json"
 
 type mountpointRecord struct {
-	Dir          string `json:"dir"`
+	Dir          string `json:"dir"` // what the command saw: <run dir>/root or the --mountpoint
 	Materialized bool   `json:"materialized"`
-	Made         bool   `json:"made"`
-	Kept         uint32 `json:"kept"`
+	Made         bool   `json:"made"`             // avfs made Dir (a --mountpoint)
+	Kept         uint32 `json:"kept"`             // the mode of the empty --mountpoint a copy was made in
+	FsName       string `json:"fsname,omitempty"` // the FUSE mount's source (avfs:<vault>)
+	ID           *dirID `json:"id,omitempty"`     // the identity of a --mountpoint avfs made or filled
 }
+
+// runProcess matches the processes of the run whose command saw dir: they
+// carry AVFS_MOUNTPOINT=dir (avfs gives it to every command; a process
+// that dropped it is left alone).
+func runProcess(dir string) func(pid int, link string) bool {
+	want := []byte("AVFS_MOUNTPOINT=" + dir)
+	return func(pid int, _ string) bool {
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			return false
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if bytes.Equal(kv, want) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// killHolders SIGKILLs the processes one of whose working directory, root,
+// executable or open files is dir or under it, and for which in(pid, the
+// /proc link) holds, until none is left or wait has passed. It never
+// signals avfs itself.
+//
+// A pid can end and be reused between the look at /proc and the signal:
+// each process found is looked at again through a pidfd opened after the
+// first look and signalled through that pidfd, so a process that took a
+// holder's pid is never signalled (it would have to pass the second look).
+// Kernels without pidfds (before 5.3) get a plain kill after the second
+// look.
+func killHolders(dir string, wait time.Duration, in func(pid int, link string) bool) {
+	deadline := time.Now().Add(wait)
+	for {
+		n := 0
+		procs, _ := os.ReadDir("/proc")
+		for _, p := range procs {
+			pid, err := strconv.Atoi(p.Name())
+			if err != nil || pid == os.Getpid() || !holds(pid, dir, in) {
+				continue
+			}
+			pidfd, err := unix.PidfdOpen(pid, 0)
+			switch {
+			case err == nil:
+				if holds(pid, dir, in) {
+					n++
+					_ = unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+				}
+				unix.Close(pidfd)
+			case errors.Is(err, unix.ENOSYS):
+				if holds(pid, dir, in) {
+					n++
+					_ = unix.Kill(pid, unix.SIGKILL)
+				}
+			}
+		}
+		if n == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// holds reports whether process pid holds something under dir that in
+// accepts.
+func holds(pid int, dir string, in func(pid int, link string) bool) bool {
+	under := func(p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+	base := fmt.Sprintf("/proc/%d", pid)
+	links := []string{base + "/cwd", base + "/root", base + "/exe"}
+	if fds, err := os.ReadDir(base + "/fd"); err == nil {
+		for _, fd := range fds {
+			links = append(links, base+"/fd/"+fd.Name())
+		}
+	}
+	for _, l := range links {
+		if t, err := os.Readlink(l); err == nil && under(t) && in(pid, l) {
+			return true
+		}
+	}
+	return false
+}
+
+// mountEntry is one line of /proc/self/mountinfo.
+type mountEntry struct {
+	point, fstype, source string
+	major, minor          uint32
+}
+
+// onDevice reports whether the /proc link (a process's cwd, root, exe or
+// fd) is on m's device. statx with an empty mask and AT_STATX_DONT_SYNC
+// asks the file system nothing, so a dead FUSE mount (whose server is
+// gone) still answers, and one the caller may not enter too.
+func (m mountEntry) onDevice(_ int, link string) bool {
+	var sx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, link, unix.AT_STATX_DONT_SYNC, 0, &sx); err != nil {
+		return false
+	}
+	return sx.Dev_major == m.major && sx.Dev_minor == m.minor
+}
+
+// isAvfsMount reports whether dir (absolute and clean) is, at the top, an
+// avfs FUSE mount: fstype fuse or fuse.*, source avfs:… It should become
+// mount.IsAvfsMount.
+func isAvfsMount(dir string) (bool, error) {
+	_, ok, err := avfsMountAt(dir)
+	return ok, err
+}
+
+// avfsMountAt is the mount on top at dir, if it is an avfs FUSE mount.
+func avfsMountAt(dir string) (mountEntry, bool, error) {
+	ms, err := readMounts()
+	if err != nil {
+		return mountEntry{}, false, err
+	}
+	var top *mountEntry
+	for i := range ms {
+		if ms[i].point == dir {
+			top = &ms[i] // later lines are mounted over earlier ones
+		}
+	}
+	if top == nil || !(top.fstype == "fuse" || strings.HasPrefix(top.fstype, "fuse.")) || !strings.HasPrefix(top.source, "avfs:") {
+		return mountEntry{}, false, nil
+	}
+	return *top, true, nil
+}
+
+// mountsUnder lists the mount points that are dir or under it.
+func mountsUnder(dir string) ([]string, error) {
+	ms, err := readMounts()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range ms {
+		if m.point == dir || strings.HasPrefix(m.point, dir+"/") {
+			out = append(out, m.point)
+		}
+	}
+	return out, nil
+}
+
+func readMounts() ([]mountEntry, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeHostIO, "read the mount table: %v", err)
+	}
+	return parseMountinfo(string(b)), nil
+}
+
+// parseMountinfo parses the lines of /proc/PID/mountinfo (proc(5)):
+//
+//	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
+//
+// that is, mount id, parent id, major:minor, root, mount point, options,
+// optional fields up to "-", fstype, source, super options. Paths have
+// space, tab, newline and backslash as octal escapes (\040). Malformed
+// lines are skipped.
+func parseMountinfo(s string) []mountEntry {
+	var out []mountEntry
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Split(line, " ")
+		sep := -1
+		for i := 6; i < len(f); i++ {
+			if f[i] == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || len(f) < sep+3 {
+			continue
+		}
+		maj, min, ok := strings.Cut(f[2], ":")
+		ma, err1 := strconv.ParseUint(maj, 10, 32)
+		mi, err2 := strconv.ParseUint(min, 10, 32)
+		if !ok || err1 != nil || err2 != nil {
+			continue
+		}
+		out = append(out, mountEntry{point: unescapeOctal(f[4]), fstype: unescapeOctal(f[sep+1]), source: unescapeOctal(f[sep+2]),
+			major: uint32(ma), minor: uint32(mi)})
+	}
+	return out
+}
+
+// unescapeOctal decodes \ooo escapes (three octal digits, at most \377).
+func unescapeOctal(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) && s[i+1] <= '3' {
+			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }

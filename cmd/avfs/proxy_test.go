@@ -2,8 +2,8 @@ package main
 
 // End-to-end tests of `avfs proxy exec` and `avfs approval` with the built
 // binary. Every test has its own AVFS_HOME and TMPDIR; at the end of each
-// test nothing of avfs may be left: no avfs-exec-* directory, no mount and
-// no process under its TMPDIR (see newProxyAVFS).
+// test nothing of avfs may be left: no run directory in $AVFS_HOME/run, no
+// mount and no process under it or TMPDIR (see newProxyAVFS).
 
 import (
 	"bytes"
@@ -65,15 +65,29 @@ func reportedMode(mode string) string {
 	return mode
 }
 
-// newProxyAVFS is newAVFS with a private TMPDIR (where proxy exec puts its
-// mount points and copies), checked when the test ends.
+// newProxyAVFS is newAVFS with a private TMPDIR, checked when the test
+// ends with its run root (where proxy exec puts its mount points and
+// copies).
 func newProxyAVFS(t *testing.T) *avfs {
 	t.Helper()
 	a := newAVFS(t)
 	tmp := t.TempDir()
 	a.env = append(a.env, "TMPDIR="+tmp)
-	t.Cleanup(func() { checkNothingLeft(t, tmp) })
+	t.Cleanup(func() { checkNothingLeft(t, tmp); checkNothingLeft(t, a.runDir()) })
 	return a
+}
+
+// runDir is the run root of a: where each run has its directory.
+func (a *avfs) runDir() string { return filepath.Join(a.home, "run") }
+
+// runDirs lists the run directories in the run root of a.
+func (a *avfs) runDirs() []string {
+	ents, _ := os.ReadDir(a.runDir())
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
 }
 
 // tmpDir is the TMPDIR of a.
@@ -121,8 +135,8 @@ func checkNothingLeft(t *testing.T, tmp string) {
 	t.Helper()
 	ents, _ := os.ReadDir(tmp)
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "avfs-exec-") {
-			t.Errorf("left in TMPDIR: %s", e.Name())
+		if strings.HasPrefix(e.Name(), "avfs-exec-") || strings.HasPrefix(e.Name(), "exec-") {
+			t.Errorf("left in %s: %s", tmp, e.Name())
 		}
 	}
 	// Processes that were killed may take a moment to leave /proc.
@@ -1274,8 +1288,8 @@ func TestProxyEnvironment(t *testing.T) {
 				allowed = append(allowed, "XDG_CACHE_HOME", "GOMODCACHE", "npm_config_cache", "YARN_CACHE_FOLDER")
 			}
 			checkEnvironment(t, r, vars, want, allowed)
-			if dir := r.env.Mount.Dir; !strings.HasPrefix(dir, a.tmpDir()+"/avfs-exec-") {
-				t.Errorf("mount dir %s is not in TMPDIR", dir)
+			if dir := r.env.Mount.Dir; !strings.HasPrefix(dir, a.runDir()+"/exec-") {
+				t.Errorf("mount dir %s is not in the run root", dir)
 			}
 		}
 	})
@@ -1373,14 +1387,82 @@ func TestProxyKilledEarly(t *testing.T) {
 	if left := sleeping(mk); len(left) > 0 {
 		t.Fatalf("the killed run's command still runs: %v", left)
 	}
-	waitFor(t, 5*time.Second, "the killed run's guard, if any, to go", func() bool { return len(guarding(a.tmpDir())) == 0 })
-	ents, _ := os.ReadDir(a.tmpDir())
-	for _, e := range ents {
-		t.Errorf("left in TMPDIR: %s", e.Name())
+	waitFor(t, 5*time.Second, "the killed run's guard, if any, to go", func() bool { return len(guarding(a.runDir())) == 0 })
+	if left := a.runDirs(); len(left) > 0 {
+		t.Errorf("left in the run root: %q", left)
 	}
-	if mounts := mountsUnder(a.tmpDir()); len(mounts) > 0 {
+	if mounts := mountsUnder(a.runDir()); len(mounts) > 0 {
 		t.Fatalf("mounts left: %q", mounts)
 	}
+}
+
+// A record planted where runs used to live ($TMPDIR/avfs-exec-<dead
+// pid>-*, which anyone sharing /tmp can make), or in the run root under
+// another owner, makes no run kill or remove anything: the process in the
+// directory it names runs on and the directory stays.
+func TestProxyPlantedRecord(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode string) {
+		a := newProxyAVFS(t)
+		m := []string{"--mount-mode", mode}
+		a.proxy(m, "true").want(t, wire.Allow, 0) // makes the run root
+		victim := filepath.Join(t.TempDir(), "victim")
+		if err := os.Mkdir(victim, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(victim, "keep"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mk := marker()
+		sleeper := exec.Command("sh", "-c", `cd "$1" && exec sleep `+mk, "sh", victim)
+		if err := sleeper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+		waitFor(t, 10*time.Second, "the victim to run", func() bool { return len(sleeping(mk)) > 0 })
+
+		record := fmt.Sprintf(`{"dir":%q,"materialized":%v,"made":true,"kept":493}`, victim, mode == "materialize")
+		var planted []string
+		plant := func(dir string, uid int) {
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			planted = append(planted, dir)
+			if err := os.WriteFile(filepath.Join(dir, "mountpoint.json"), []byte(record), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if uid >= 0 {
+				if err := os.Lchown(filepath.Join(dir, "mountpoint.json"), uid, uid); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Lchown(dir, uid, uid); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		t.Cleanup(func() {
+			for _, dir := range planted {
+				os.RemoveAll(dir)
+			}
+		})
+		plant(filepath.Join(a.tmpDir(), "avfs-exec-3999999-x"), -1)
+		if os.Geteuid() == 0 {
+			plant(filepath.Join(a.runDir(), "exec-3999999-y"), 65534)
+		}
+
+		a.proxy(m, "true").want(t, wire.Allow, 0)
+		if len(sleeping(mk)) != 1 {
+			t.Fatal("the process in the directory a planted record names was killed")
+		}
+		if _, err := os.Stat(filepath.Join(victim, "keep")); err != nil {
+			t.Fatalf("the directory a planted record names was touched: %v", err)
+		}
+		for _, dir := range planted {
+			if _, err := os.Stat(dir); err != nil {
+				t.Fatalf("another's directory was removed: %v", err)
+			}
+		}
+	})
 }
 
 func TestProxyKilled(t *testing.T) {
@@ -1412,7 +1494,7 @@ func testProxyKilled(t *testing.T, mode, mountpoint string) {
 		mk := marker()
 		s := a.startProxy(m, "sh", "-c", "echo during > during.txt; sleep "+mk+"; echo never")
 		waitFor(t, 10*time.Second, "the command to run", func() bool { return len(sleeping(mk)) > 0 })
-		mounted := a.tmpDir()
+		mounted := a.runDir()
 		if mountpoint != "" {
 			mounted = filepath.Dir(mountpoint)
 		}
@@ -1421,10 +1503,10 @@ func testProxyKilled(t *testing.T, mode, mountpoint string) {
 				t.Fatalf("mounts while running: %q", mountsUnder(mounted))
 			}
 			// A run that lasts longer than runner.GuardDelay has a guard.
-			waitFor(t, 10*time.Second, "the run's guard", func() bool { return len(guarding(a.tmpDir())) == 1 })
+			waitFor(t, 10*time.Second, "the run's guard", func() bool { return len(guarding(a.runDir())) == 1 })
 			// The command does not hold avfs's FUSE connection (it could
 			// answer FUSE requests, and would keep a dead mount hanging).
-			for _, pid := range append(sleeping(mk), guarding(a.tmpDir())...) {
+			for _, pid := range append(sleeping(mk), guarding(a.runDir())...) {
 				fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 				for _, fd := range fds {
 					if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); target == "/dev/fuse" {
@@ -1440,7 +1522,7 @@ func testProxyKilled(t *testing.T, mode, mountpoint string) {
 		if mode == "fuse" {
 			// The guard outlives avfs only to end what uses its mount, and unmount.
 			waitFor(t, 5*time.Second, "the run's processes and mount to go", func() bool {
-				return len(sleeping(mk)) == 0 && len(processesUsing(mounted)) == 0 && len(mountsUnder(mounted)) == 0 && len(guarding(a.tmpDir())) == 0
+				return len(sleeping(mk)) == 0 && len(processesUsing(mounted)) == 0 && len(mountsUnder(mounted)) == 0 && len(guarding(a.runDir())) == 0
 			})
 		}
 
@@ -1454,11 +1536,10 @@ func testProxyKilled(t *testing.T, mode, mountpoint string) {
 		if left := sleeping(mk); len(left) > 0 {
 			t.Fatalf("the killed run's command still runs: %v", left)
 		}
-		ents, _ := os.ReadDir(a.tmpDir())
-		for _, e := range ents {
-			t.Errorf("left in TMPDIR: %s", e.Name())
+		if left := a.runDirs(); len(left) > 0 {
+			t.Errorf("left in the run root: %q", left)
 		}
-		if mounts := mountsUnder(a.tmpDir()); len(mounts) > 0 {
+		if mounts := mountsUnder(a.runDir()); len(mounts) > 0 {
 			t.Fatalf("mounts left: %q", mounts)
 		}
 		// What the killed command wrote through the mount stays; a
@@ -1503,11 +1584,8 @@ func TestProxyConcurrent(t *testing.T) {
 		// While a run holds the vault: --wait 0 fails at once with
 		// vault_busy, a read-only run goes ahead, others wait their turn.
 		holder := a.startProxy(m, "sh", "-c", "echo > held; sleep 1")
-		// Its directory in TMPDIR appears once it holds the vault.
-		waitFor(t, 10*time.Second, "the first run", func() bool {
-			ents, _ := os.ReadDir(a.tmpDir())
-			return len(ents) > 0
-		})
+		// Its run directory appears once it holds the vault.
+		waitFor(t, 10*time.Second, "the first run", func() bool { return len(a.runDirs()) > 0 })
 		r := a.proxy(append(m, "--wait", "0"), "touch", "busy")
 		if r.code != wire.ExitAvfsFailed || r.env.Error == nil || r.env.Error.Code != wire.CodeVaultBusy ||
 			r.env.Process != nil || r.env.Mount != nil || r.env.Checkpoint != nil {
