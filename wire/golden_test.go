@@ -28,13 +28,14 @@ func goldenEnvelopes() map[string]Envelope {
 		Decision: AllowWithCheckpoint, Policy: policy,
 		Command:    CommandReport{Argv: []string{}, Cwd: "/", Shell: "echo hello > a.txt"},
 		Checkpoint: &CheckpointRef{ID: 3, Name: "ex-20261129T120410-2d33a8918bc6"},
-		Mount:      &MountReport{Mode: "fuse", Dir: "/tmp/avfs-exec-4242-1/root"},
+		Mount:      &MountReport{Mode: "fuse", Dir: "/home/alice/.avfs/run/exec-4242-9f1c2b/root"},
+		Sandbox:    &SandboxReport{Mode: SandboxNamespaces, Workspace: "/workspace", Home: "/home/alice", Network: NetworkNone, Landlock: 7},
 		Process: &ProcessReport{ExitCode: 0, DurationMS: 12, Stdout: "", Stderr: "", StdoutEncoding: "utf-8", StderrEncoding: "utf-8",
 			StdoutBytes: 0, StderrBytes: 0},
 		Changes: []Change{{Path: "/a.txt", Op: "added", Kind: "file", SizeAfter: i64(6), ModeAfter: "0644"},
 			{Path: "/old.txt", Op: "deleted", Kind: "file", SizeBefore: i64(3), ModeBefore: "0600"}},
 		ChangesTotal: 2,
-		Timing:       Timing{PolicyMS: 1.5, CheckpointMS: 0.4, MountMS: 30.2, RunMS: 12.1, SummaryMS: 0.3, TotalMS: 45},
+		Timing:       Timing{PolicyMS: 1.5, CheckpointMS: 0.4, MountMS: 30.2, SandboxMS: 3.1, RunMS: 12.1, SummaryMS: 0.3, TotalMS: 45},
 	}
 	denied := Envelope{
 		SchemaVersion: EnvelopeSchemaVersion, Kind: EnvelopeKind, ID: "ex-20261129T120411-aaaaaaaaaaaa", Vault: "default",
@@ -59,10 +60,14 @@ func goldenEnvelopes() map[string]Envelope {
 	timedOut.Changes = []Change{{Path: "/a.txt", Op: "added", Kind: "file", SizeAfter: i64(6), ModeAfter: "0644"}}
 	timedOut.ChangesTotal, timedOut.ChangesTruncated = 5000, true
 	timedOut.Rollback = &RollbackReport{Restored: true, Checkpoint: *ran.Checkpoint, Reason: "timed_out"}
+	unsandboxed := ran
+	unsandboxed.ID = "ex-20261129T120415-eeeeeeeeeeee"
+	unsandboxed.Sandbox = &SandboxReport{Mode: SandboxNone, Reason: "--sandbox none", Workspace: ran.Mount.Dir, Home: ran.Mount.Dir, Network: NetworkHost}
+	unsandboxed.Timing.SandboxMS = 0
 	failed := denied
 	failed.ID, failed.Decision = "ex-20261129T120414-dddddddddddd", AllowWithCheckpoint
 	failed.Error = &ErrorBody{Code: CodeMountFailed, Message: "proxy exec: the mount was not ready after 30s"}
-	return map[string]Envelope{"envelope_ran": ran, "envelope_denied": denied, "envelope_approval": approval, "envelope_timed_out": timedOut, "envelope_failed": failed}
+	return map[string]Envelope{"envelope_ran": ran, "envelope_denied": denied, "envelope_approval": approval, "envelope_timed_out": timedOut, "envelope_failed": failed, "envelope_unsandboxed": unsandboxed}
 }
 
 // TestGoldenEnvelopes pins the envelope's JSON and checks it against the
