@@ -41,8 +41,8 @@ func OpenCache(dir string) (string, error) {
 // CacheEntry is one top-level entry of a cache (go-build, npm, pip …).
 type CacheEntry struct {
 	Name  string
-	Bytes int64
-	MTime int64 // the newest change beneath it, Unix nanoseconds
+	Bytes int64 // of its regular files
+	MTime int64 // the newest change of a file or directory beneath it, Unix nanoseconds
 }
 
 // CacheEntries measures dir's top-level entries; a missing dir has none.
@@ -61,10 +61,14 @@ func CacheEntries(dir string) ([]CacheEntry, error) {
 			if err != nil {
 				return nil
 			}
-			if fi, err := d.Info(); err == nil { // Lstat: a symlink is its own size
-				ce.Bytes += fi.Size()
-				ce.MTime = max(ce.MTime, fi.ModTime().UnixNano())
+			fi, err := d.Info() // Lstat: a symlink is never followed
+			if err != nil || fi.Mode()&fs.ModeSymlink != 0 {
+				return nil
 			}
+			if fi.Mode().IsRegular() {
+				ce.Bytes += fi.Size()
+			}
+			ce.MTime = max(ce.MTime, fi.ModTime().UnixNano())
 			return nil
 		})
 		out = append(out, ce)

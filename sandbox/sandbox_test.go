@@ -1,10 +1,13 @@
 package sandbox
 
 import (
+	"bufio"
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,7 +34,13 @@ func testSpec(t *testing.T, script string) Spec {
 	}
 }
 
-func runSpec(t *testing.T, spec Spec) (string, string, Result, *Process) {
+type ran struct {
+	stdout, stderr string
+	res            Result
+	landlock       int
+}
+
+func runSpec(t *testing.T, spec Spec) ran {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -47,34 +56,193 @@ func runSpec(t *testing.T, spec Spec) (string, string, Result, *Process) {
 		t.Fatalf("start: %v", err)
 	}
 	_ = p.Cmd.Wait()
-	return out.String(), errb.String(), p.Result(), p
+	return ran{out.String(), errb.String(), p.Result(), p.Landlock}
 }
 
-func TestSmoke(t *testing.T) {
-	spec := testSpec(t, `echo hi > /workspace/a; id; pwd; ls /; cat /etc/passwd; ls /dev; echo $$; ls /proc | head -3; cat /proc/self/status | grep Cap; touch /usr/x; touch /etc/y; sleep 100 & echo bg`)
-	out, errs, res, p := runSpec(t, spec)
-	t.Logf("out:\n%s\nerr:\n%s\nres %+v landlock %d", out, errs, res, p.Landlock)
-	b, _ := os.ReadFile(filepath.Join(spec.Workspace, "a"))
-	if strings.TrimSpace(string(b)) != "hi" {
-		t.Fatalf("workspace: %q", b)
+// TestView runs commands in a sandbox and checks what they can see and do.
+func TestView(t *testing.T) {
+	for _, c := range []struct {
+		name, script, stdout string
+		status              int
+	}{
+		{"cwd and workspace", `pwd; echo hi > /workspace/a; cat a`, "/workspace\nhi\n", 0},
+		{"identity", `id -u`, "0\n", 0},
+		{"no capabilities", `grep -E '^Cap(Eff|Prm|Bnd|Amb)' /proc/self/status | awk '{print $2}' | sort -u`, "0000000000000000\n", 0},
+		{"no new privileges", `grep NoNewPrivs /proc/self/status | awk '{print $2}'`, "1\n", 0},
+		{"own pid namespace", `echo $$; tr '\0' ' ' < /proc/1/cmdline`, "2\navfs-sandbox ", 0},
+		{"system read-only", `touch /usr/x 2>/dev/null || echo refused`, "refused\n", 0},
+		{"etc read-only", `touch /etc/x 2>/dev/null || echo refused`, "refused\n", 0},
+		{"root read-only", `mkdir /x 2>/dev/null || echo refused`, "refused\n", 0},
+		{"no shadow", `test -e /etc/shadow || echo absent`, "absent\n", 0},
+		{"passwd of the run", `cut -d: -f1 /etc/passwd | sort | tr '\n' ' '`, "nobody root ", 0},
+		{"private tmp", `echo x > /tmp/f && cat /tmp/f`, "x\n", 0},
+		{"minimal dev", `ls /dev | tr '\n' ' '`, "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero ", 0},
+		{"no mknod", `mknod /tmp/sda b 8 0 2>/dev/null || echo refused`, "refused\n", 0},
+		{"no mount", `mkdir -p /tmp/m; mount -t tmpfs none /tmp/m 2>/dev/null || echo refused`, "refused\n", 0},
+		{"loopback only", `cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '`, "lo\n", 0},
+		{"exit status", `exit 3`, "", 3},
+		{"not found", `exec /nonexistent`, "", 127},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runSpec(t, testSpec(t, c.script))
+			if !r.res.Reported || r.res.Status.ExitStatus() != c.status || r.stdout != c.stdout {
+				t.Fatalf("got %q (stderr %q) status %d, want %q status %d", r.stdout, r.stderr, r.res.Status.ExitStatus(), c.stdout, c.status)
+			}
+		})
 	}
-	_ = wire.NetworkHost
 }
 
-func TestTimingScratch(t *testing.T) {
-	spec := testSpec(t, `true`)
-	spec.Argv = []string{"/bin/true"}
+// TestLeftBehind: what the command leaves running is ended, and counted.
+func TestLeftBehind(t *testing.T) {
+	spec := testSpec(t, `sleep 100 & sleep 100 & (trap '' TERM; sleep 100) & echo started`)
+	spec.KillGrace = 200 * time.Millisecond
+	start := time.Now()
+	r := runSpec(t, spec)
+	if r.stdout != "started\n" || r.res.Ended != 3 || r.res.Status.ExitStatus() != 0 {
+		t.Fatalf("got %+v", r)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("took %v", took)
+	}
+}
+
+// TestSignalEndsRun: a SIGTERM from outside reaches every process; one
+// that ignores it is killed after the grace.
+func TestSignalEndsRun(t *testing.T) {
+	spec := testSpec(t, `trap '' TERM; echo up; sleep 100; echo never`)
+	spec.KillGrace = 200 * time.Millisecond
 	exe, _ := os.Executable()
-	for range 10 {
-		t0 := time.Now()
-		p, _ := New(exe, spec)
-		if err := p.Start(); err != nil {
+	p, err := New(exe, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "up\n" { // the trap is set
+		t.Fatalf("read %q: %v", line, err)
+	}
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Cmd.Wait()
+	res := p.Result()
+	if !res.Reported || !res.Status.Signaled() || res.Status.Signal() != syscall.SIGKILL || res.Ended != 1 {
+		t.Fatalf("got %+v (status %v)", res, res.Status)
+	}
+}
+
+// TestSetupFailure: a view that cannot be built is a sandbox_unavailable
+// error naming the step, and nothing runs.
+func TestSetupFailure(t *testing.T) {
+	spec := testSpec(t, `echo ran > /workspace/ran`)
+	ws := spec.Workspace
+	spec.Workspace = filepath.Join(ws, "missing")
+	exe, _ := os.Executable()
+	p, err := New(exe, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Start()
+	if !wire.HasCode(err, wire.CodeSandbox) || !strings.Contains(err.Error(), "bind") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+		t.Fatal("the command ran")
+	}
+}
+
+func TestProbe(t *testing.T) {
+	exe, _ := os.Executable()
+	if err := Probe(exe, t.TempDir(), wire.NetworkNone); err != nil {
+		t.Fatal(err)
+	}
+	err := Probe(exe, filepath.Join(t.TempDir(), "missing"), wire.NetworkNone)
+	if !wire.HasCode(err, wire.CodeSandbox) {
+		t.Fatalf("a probe that cannot mount: %v", err)
+	}
+}
+
+// TestPlanEtc: the view's /etc never shows the host's secrets.
+func TestPlanEtc(t *testing.T) {
+	for _, name := range etcFiles {
+		for _, bad := range []string{"shadow", "gshadow", "sudoers", "ssh", "passwd", "group"} {
+			if name == bad || strings.HasPrefix(name, bad+"-") {
+				t.Errorf("etcFiles shows %s", name)
+			}
+		}
+	}
+	spec := testSpec(t, "true")
+	spec.UID, spec.GID, spec.User, spec.Group = 1000, 1000, "alice", "staff"
+	w := spec.etcWritten()
+	if !strings.Contains(w["passwd"], "alice:x:1000:1000:alice:"+spec.Home+":") || strings.Count(w["passwd"], "\n") != 3 {
+		t.Errorf("passwd %q", w["passwd"])
+	}
+	if !strings.Contains(w["gitconfig"], `name = "avfs"`) {
+		t.Errorf("gitconfig %q", w["gitconfig"])
+	}
+}
+
+func TestToolchains(t *testing.T) {
+	// Not under /tmp: that is scratch in the view, never a toolchain.
+	home, err := os.MkdirTemp(".", "home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	home, _ = filepath.Abs(home)
+	for _, d := range []string{".pyenv/shims", ".pyenv/versions/3.11/bin", ".cargo/bin", ".rustup", ".nvm/versions/node/v20/bin", "go/bin", "tools"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		t1 := time.Now()
-		p.Cmd.Wait()
-		t2 := time.Now()
-		p.Result()
-		t.Logf("ready %v end %v", t1.Sub(t0), t2.Sub(t1))
+	}
+	in := Input(wire.SandboxNamespaces, "", DefaultWorkspace, home)
+	path := strings.Join([]string{home + "/.pyenv/shims", home + "/.pyenv/versions/3.11/bin", home + "/.cargo/bin",
+		home + "/.nvm/versions/node/v20/bin", home + "/go/bin", "/usr/bin", "/workspace/bin", "relative", home + "/missing", home + "/tools"}, ":")
+	got := Toolchains(path, home, in)
+	want := []string{home + "/.pyenv", home + "/.cargo/bin", home + "/.rustup", home + "/.nvm/versions/node/v20", home + "/go/bin", home + "/tools"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+}
+
+func TestTrimCache(t *testing.T) {
+	dir := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "outside")
+	os.WriteFile(outside, []byte("keep"), 0o644)
+	for i, name := range []string{"old", "mid", "new"} {
+		d := filepath.Join(dir, name, "sub")
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, "f"), bytes.Repeat([]byte("x"), 1000), 0o444)
+		os.Symlink(outside, filepath.Join(d, "link"))
+		os.Chmod(d, 0o555) // Go's module cache is read-only
+		when := time.Now().Add(time.Duration(i-3) * time.Hour)
+		os.Chtimes(filepath.Join(d, "f"), when, when)
+		os.Chtimes(d, when, when)
+		os.Chtimes(filepath.Join(dir, name), when, when)
+	}
+	if err := TrimCache(dir, 2500); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"mid", "new"}) {
+		t.Fatalf("left %v", names)
+	}
+	if b, err := os.ReadFile(outside); err != nil || string(b) != "keep" {
+		t.Fatalf("a symlink's target was touched: %q %v", b, err)
+	}
+	if err := ClearCache(dir); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("cleared cache holds %v", ents)
 	}
 }

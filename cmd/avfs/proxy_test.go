@@ -796,7 +796,8 @@ func TestProxyMountpoint(t *testing.T) {
 
 // TestProxyMaterializedCopyReplaced checks that a command which replaces
 // its materialised copy by a symlink to a host directory gets nothing of
-// that directory read into the vault, and nothing in it removed.
+// that directory read into the vault, and nothing in it removed. It runs
+// without a sandbox: in one, the copy's host path is not in the view.
 func TestProxyMaterializedCopyReplaced(t *testing.T) {
 	t.Parallel()
 	a := newProxyAVFS(t)
@@ -822,7 +823,7 @@ func TestProxyMaterializedCopyReplaced(t *testing.T) {
 			}
 			// What the policy sees is `sh swap.sh`; the script does the rest.
 			a.on(t).write(`cd / && mv "$AVFS_MOUNTPOINT" "$AVFS_MOUNTPOINT.moved" && ln -s '`+outside+`' "$AVFS_MOUNTPOINT"`+"\n", "/swap.sh")
-			r := a.on(t).proxy(append([]string{"--mount-mode", "materialize"}, tc.flags...), "sh", "swap.sh")
+			r := a.on(t).proxy(append([]string{"--mount-mode", "materialize", "--sandbox", "none"}, tc.flags...), "sh", "swap.sh")
 			if r.env.Error == nil || r.env.Error.Code != wire.CodeHostIO {
 				t.Fatalf("run that replaced its copy: %s", r.raw)
 			}
