@@ -63,7 +63,7 @@ func runSpec(t *testing.T, spec Spec) ran {
 func TestView(t *testing.T) {
 	for _, c := range []struct {
 		name, script, stdout string
-		status              int
+		status               int
 	}{
 		{"cwd and workspace", `pwd; echo hi > /workspace/a; cat a`, "/workspace\nhi\n", 0},
 		{"identity", `id -u`, "0\n", 0},
