@@ -150,8 +150,10 @@ func TestInputValue(t *testing.T) {
 	c.Input.Command.Assignments = map[string]string{"A": "1"}
 	c.Input.Command.FlagValues = map[string]string{"--x": "y"}
 	c.Input.Command.Wrappers = []wire.Wrapper{{Name: "env", Argv: []string{"env", "A=1"}, Flags: []string{}, FlagValues: map[string]string{}, Operands: []string{}}}
-	c.Input.Paths = []wire.Path{{Arg: "a", Path: "/a", InsideVault: true, Source: "arg"}}
+	c.Input.Paths = []wire.Path{{Arg: "a", Path: "/a", InsideVault: true, Where: wire.WhereVault, Source: "arg"}}
 	c.Input.Vault.Quotas.MaxFiles = 7
+	c.Input.Sandbox = wire.SandboxInput{Mode: wire.SandboxNamespaces, Workspace: "/workspace", Home: "/root",
+		ReadOnlySystem: []string{"/usr"}, Scratch: []string{"/tmp", "/root"}}
 	bs, err := json.Marshal(&c.Input)
 	if err != nil {
 		t.Fatal(err)
