@@ -220,7 +220,7 @@ func TestFailClosed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Decision != wire.Deny || !IsFailClosed(res) || len(res.Reasons) != 1 {
+			if res.Decision != wire.Deny || !IsFailClosed(res) || len(res.Reasons) != 1 || res.Sandbox != (wire.SandboxGrant{}) {
 				t.Fatalf("got %+v, want a fail-closed deny", res)
 			}
 			if r := res.Reasons[0]; r.ID != ReasonFailClosed || r.Decision != wire.Deny || !strings.Contains(r.Message, tt.why) {
@@ -248,6 +248,71 @@ func TestFailClosed(t *testing.T) {
 			t.Errorf("got %+v, %v", res, err)
 		}
 	})
+}
+
+// TestSandboxGrant: the decision's sandbox object becomes res.Sandbox; one
+// avfs cannot read denies, and a deny grants nothing.
+func TestSandboxGrant(t *testing.T) {
+	tests := []struct {
+		name     string
+		decision string // the decision the policy gives
+		reason   string // the decision of its one reason, test.r
+		sandbox  string // Rego of the sandbox object, "" for none
+		want     wire.Decision
+		grant    wire.Network
+		invalid  string // part of the sandbox_invalid message, "" when valid
+	}{
+		{name: "absent", decision: "allow", reason: "allow", want: wire.Allow},
+		{name: "empty", decision: "allow", reason: "allow", sandbox: `{}`, want: wire.Allow},
+		{name: "host", decision: "require_approval", reason: "require_approval", sandbox: `{"network": "host"}`, want: wire.RequireApproval, grant: wire.NetworkHost},
+		{name: "none", decision: "allow_with_checkpoint", reason: "allow", sandbox: `{"network": "none"}`, want: wire.AllowWithCheckpoint, grant: wire.NetworkNone},
+		{name: "dropped on deny", decision: "deny", reason: "deny", sandbox: `{"network": "host"}`, want: wire.Deny},
+		{name: "dropped when raised to deny", decision: "allow", reason: "deny", sandbox: `{"network": "host"}`, want: wire.Deny},
+		{name: "not an object", decision: "allow", reason: "allow", sandbox: `"host"`, want: wire.Deny, invalid: `sandbox is "host", not an object`},
+		{name: "null", decision: "allow", reason: "allow", sandbox: `null`, want: wire.Deny, invalid: "sandbox is missing or null, not an object"},
+		{name: "array", decision: "allow", reason: "allow", sandbox: `[{"network": "host"}]`, want: wire.Deny, invalid: "not an object"},
+		{name: "unknown key", decision: "require_approval", reason: "require_approval", sandbox: `{"network": "host", "mounts": ["/"]}`, want: wire.Deny, invalid: `unknown key "mounts" (known: network)`},
+		{name: "network not a string", decision: "allow", reason: "allow", sandbox: `{"network": true}`, want: wire.Deny, invalid: "sandbox.network is true, not one of host, none"},
+		{name: "network null", decision: "allow", reason: "allow", sandbox: `{"network": null}`, want: wire.Deny, invalid: "sandbox.network is missing or null"},
+		{name: "network unknown", decision: "allow", reason: "allow", sandbox: `{"network": "lan"}`, want: wire.Deny, invalid: `sandbox.network is "lan"`},
+		{name: "network case", decision: "allow", reason: "allow", sandbox: `{"network": "HOST"}`, want: wire.Deny, invalid: `sandbox.network is "HOST"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			sandbox := ""
+			if tt.sandbox != "" {
+				sandbox = ",\n\t\"sandbox\": " + tt.sandbox
+			}
+			src := "package avfs\n\ndecision := {\n\t\"decision\": \"" + tt.decision + "\",\n" +
+				"\t\"reasons\": [{\"id\": \"test.r\", \"message\": \"m\", \"decision\": \"" + tt.reason + "\"}]" + sandbox + ",\n}\n"
+			if err := os.WriteFile(filepath.Join(dir, "policy.rego"), []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res, err := policyFor(t, bundles.Options{Paths: []string{dir}}).Decide(context.Background(), cmdInput("ls"), DecideOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Decision != tt.want || res.Sandbox.Network != tt.grant {
+				t.Errorf("got %s %+v, want %s with network %q", res.Decision, res.Sandbox, tt.want, tt.grant)
+			}
+			if !slices.ContainsFunc(res.Reasons, func(r wire.Reason) bool { return r.ID == "test.r" }) {
+				t.Errorf("the policy's reason is gone: %+v", res.Reasons)
+			}
+			i := slices.IndexFunc(res.Reasons, func(r wire.Reason) bool { return r.ID == ReasonSandboxInvalid })
+			switch {
+			case tt.invalid == "" && i >= 0:
+				t.Errorf("unexpected %+v", res.Reasons[i])
+			case tt.invalid != "" && i < 0:
+				t.Errorf("no %s reason: %+v", ReasonSandboxInvalid, res.Reasons)
+			case tt.invalid != "" && (res.Reasons[i].Decision != wire.Deny || !strings.Contains(res.Reasons[i].Message, tt.invalid) || res.Reasons[0].Decision != wire.Deny):
+				t.Errorf("reasons %+v, want a deny mentioning %q first", res.Reasons, tt.invalid)
+			}
+			if IsFailClosed(res) {
+				t.Errorf("an invalid sandbox object is not a policy that could not decide: %+v", res.Reasons)
+			}
+		})
+	}
 }
 
 // TestRaised: a decision lower than one of its reasons is raised to it.
