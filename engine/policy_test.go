@@ -725,3 +725,42 @@ func TestParsedShellScripts(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxedDecisions: the default policy on documents Parse builds in a
+// sandbox and without one, network grant included.
+func TestSandboxedDecisions(t *testing.T) {
+	p := defaultP(t)
+	none := wire.SandboxInput{Mode: wire.SandboxNone, Reason: "--sandbox none", Home: "/root"}
+	for _, tc := range []struct {
+		script   string
+		sandbox  wire.SandboxInput
+		approval string
+		decision wire.Decision
+		reasons  []string
+		network  wire.Network
+	}{
+		{"cat /etc/passwd", nsSandbox("/root"), "", wire.Allow, []string{"avfs.allow.read_only"}, wire.NetworkNone},
+		{"cat /etc/passwd", none, "", wire.Deny, []string{"avfs.deny.outside_vault"}, ""},
+		{"cat ~/.gitconfig /workspace/src/a", nsSandbox("/root"), "", wire.Allow, []string{"avfs.allow.read_only"}, wire.NetworkNone},
+		{"cat ~/.gitconfig", none, "", wire.Deny, []string{"avfs.deny.outside_vault"}, ""},
+		{"echo hi > /tmp/x; cat /tmp/x", nsSandbox("/root"), "", wire.Allow, []string{"avfs.allow.read_only"}, wire.NetworkNone},
+		{"echo hi > /tmp/x", none, "", wire.Deny, []string{"avfs.deny.outside_vault"}, ""},
+		{"ls 2>/dev/null", none, "", wire.Allow, []string{"avfs.allow.read_only"}, wire.NetworkNone},
+		{"cd /usr/lib && rm -rf python3", nsSandbox("/root"), "", wire.Deny, []string{"avfs.deny.read_only_system"}, ""},
+		{"echo x >> /etc/hosts", nsSandbox("/root"), "", wire.Deny, []string{"avfs.deny.read_only_system"}, ""},
+		{"cat /var/log/syslog", nsSandbox("/root"), "", wire.Deny, []string{"avfs.deny.outside_vault"}, ""},
+		{"curl -o /tmp/f https://example.com", nsSandbox("/root"), "ap-1", wire.RequireApproval, []string{"avfs.approval.network", "avfs.sandbox.network_host"}, wire.NetworkHost},
+		{"curl https://example.com", nsSandbox("/root"), "", wire.RequireApproval, []string{"avfs.approval.network"}, wire.NetworkNone},
+		{"eval \"$CMD\"", nsSandbox("/root"), "ap-1", wire.RequireApproval, []string{"avfs.approval.dynamic_command"}, wire.NetworkNone},
+	} {
+		in, err := Parse(context.Background(), ParseRequest{Shell: tc.script, Cwd: "/", PathEnv: "/nonexistent",
+			Sandbox: tc.sandbox, Request: wire.RequestInput{ApprovalID: tc.approval}})
+		if err != nil {
+			t.Fatalf("%q: %v", tc.script, err)
+		}
+		res, err := p.Decide(context.Background(), in, DecideOptions{})
+		if err != nil || res.Decision != tc.decision || !slices.Equal(reasonIDs(res.Reasons), tc.reasons) || res.Sandbox.Network != tc.network {
+			t.Errorf("%q (%s): %s %v %+v, want %s %v network %q (%v)", tc.script, tc.sandbox.Mode, res.Decision, reasonIDs(res.Reasons), res.Sandbox, tc.decision, tc.reasons, tc.network, err)
+		}
+	}
+}
