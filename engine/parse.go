@@ -70,10 +70,11 @@ const (
 // input document (docs/input.md). It fails only on unusable input, with a
 // *wire.Error of code invalid_input: no command, both or neither of Argv
 // and Shell, invalid UTF-8, a NUL byte, a word or script over 128 KiB, an
-// argv over 1 MiB, a sandbox mode other than "", namespaces and none. A script that does not parse is not an error:
-// Script.ParseError records why and the policy decides. Parse runs
-// nothing; it only looks programs up on PATH. It returns ctx's error when
-// ctx is done. Parse is safe for concurrent use.
+// argv over 1 MiB, a sandbox mode other than "", namespaces and none. A
+// script that does not parse is not an error: Script.ParseError records
+// why and the policy decides. Parse runs nothing; it only looks programs
+// up on PATH. It returns ctx's error when ctx is done. Parse is safe for
+// concurrent use.
 func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

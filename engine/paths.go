@@ -37,9 +37,10 @@ type dirState struct {
 // and whether ~ is the sandbox's private home. It is built once per Parse
 // from ParseRequest.Sandbox and never modified.
 type view struct {
-	// privateHome: ~, ~/x and $HOME name the sandbox's home (scratch);
-	// without a sandbox they name the host's home (outside).
-	privateHome bool
+	// sandboxed: the command runs in namespaces, so ~, ~/x and $HOME
+	// name its private home (scratch) and the sandbox's directories are
+	// roots; without a sandbox ~ is the host's home (outside).
+	sandboxed bool
 	// roots are the directories that name something, longest first; a
 	// path under none of them is outside.
 	roots []viewRoot
@@ -58,7 +59,7 @@ type viewRoot struct {
 // equal directories, read_only_system wins over vault, and vault over
 // scratch, so a write is never allowed more than the stricter kind allows.
 func newView(s wire.SandboxInput) *view {
-	v := &view{privateHome: s.Mode == wire.SandboxNamespaces}
+	v := &view{sandboxed: s.Mode == wire.SandboxNamespaces}
 	add := func(where wire.Where, dirs ...string) {
 		for _, d := range dirs {
 			if d == "" || d[0] != '/' {
@@ -69,11 +70,11 @@ func newView(s wire.SandboxInput) *view {
 			}
 		}
 	}
-	if v.privateHome {
+	if v.sandboxed {
 		add(wire.WhereReadOnlySystem, s.ReadOnlySystem...)
 	}
 	add(wire.WhereVault, s.Workspace)
-	if v.privateHome {
+	if v.sandboxed {
 		add(wire.WhereScratch, s.Scratch...)
 	}
 	slices.SortStableFunc(v.roots, func(a, b viewRoot) int { return cmp.Compare(len(b.dir), len(a.dir)) })
@@ -115,7 +116,7 @@ func (v *view) where(p string, kind dirKind) wire.Where {
 		}
 		return wire.WhereOutside
 	case dirHome:
-		if v.privateHome && (p == "~" || strings.HasPrefix(p, "~/")) {
+		if v.sandboxed && (p == "~" || strings.HasPrefix(p, "~/")) {
 			return wire.WhereScratch
 		}
 		return wire.WhereOutside
