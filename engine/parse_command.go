@@ -13,6 +13,7 @@ import (
 // It is not safe for concurrent use; every Parse call has its own.
 type inputBuilder struct {
 	ctx      context.Context
+	view     *view             // what the paths name (ParseRequest.Sandbox)
 	pathEnv  string            // PATH that program_path is resolved on
 	pathDirs []string          // pathEnv split, once needed
 	lookups  map[string]string // program_path by name on pathEnv, for this call
@@ -103,7 +104,7 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 	shellDir := *sc.dir
 	runDir := shellDir
 	for _, d := range u.chdirs {
-		runDir = runDir.cd(d)
+		runDir = b.view.cd(runDir, d)
 	}
 
 	run := u.words
@@ -215,7 +216,7 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 		if len(cmd.Operands) == 0 {
 			*sc.dir = dirState{kind: dirHome, path: "~"}
 		} else {
-			*sc.dir = runDir.cd(operandWord(args, cmd.Operands[0]))
+			*sc.dir = b.view.cd(runDir, operandWord(args, cmd.Operands[0]))
 		}
 	case "popd":
 		*sc.dir = dirState{kind: dirUnknown}

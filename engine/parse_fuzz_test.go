@@ -54,30 +54,41 @@ func FuzzParse(f *testing.F) {
 		} else {
 			req.Argv = strings.Split(s, "\x00")
 		}
-		// A hang would stall the fuzzer silently: crash instead, so the
-		// input is saved as a failure.
-		watchdog := time.AfterFunc(10*time.Second, func() {
-			panic(fmt.Sprintf("Parse(%q) still running after 10s", s))
-		})
-		start := time.Now()
-		in, err := Parse(context.Background(), req)
-		watchdog.Stop()
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("Parse took %v", d)
-		}
-		if err != nil {
-			var we *wire.Error
-			if !errors.As(err, &we) || we.Code != wire.CodeInvalidInput {
-				t.Fatalf("error %#v is not an invalid_input *wire.Error", err)
-			}
-			return
-		}
-		checkInputInvariants(t, in, !shellMode)
-		if shellMode && in.Script == nil {
-			t.Fatalf("shell mode gave no script")
-		}
-		if !shellMode && in.Command.Origin == originArgv && len(in.Command.Argv) == 0 {
-			t.Fatalf("argv mode gave an empty command")
+		// Every input is parsed without a sandbox and in one: the view
+		// changes what paths name, never whether parsing succeeds.
+		for _, sb := range []wire.SandboxInput{{}, nsSandbox("/root")} {
+			req.Sandbox = sb
+			fuzzOne(t, req, shellMode, s)
 		}
 	})
+}
+
+// fuzzOne parses req (made from s) and checks the document.
+func fuzzOne(t *testing.T, req ParseRequest, shellMode bool, s string) {
+	t.Helper()
+	// A hang would stall the fuzzer silently: crash instead, so the
+	// input is saved as a failure.
+	watchdog := time.AfterFunc(10*time.Second, func() {
+		panic(fmt.Sprintf("Parse(%q) still running after 10s", s))
+	})
+	start := time.Now()
+	in, err := Parse(context.Background(), req)
+	watchdog.Stop()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Parse took %v", d)
+	}
+	if err != nil {
+		var we *wire.Error
+		if !errors.As(err, &we) || we.Code != wire.CodeInvalidInput {
+			t.Fatalf("error %#v is not an invalid_input *wire.Error", err)
+		}
+		return
+	}
+	checkInputInvariants(t, in, !shellMode)
+	if shellMode && in.Script == nil {
+		t.Fatalf("shell mode gave no script")
+	}
+	if !shellMode && in.Command.Origin == originArgv && len(in.Command.Argv) == 0 {
+		t.Fatalf("argv mode gave an empty command")
+	}
 }

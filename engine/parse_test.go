@@ -67,7 +67,7 @@ type parseCase struct {
 	name     string
 	req      ParseRequest
 	cmds     []cmdWant // when set, exactly these commands
-	paths    []string  // when non-nil, exactly these: "arg=path in|out source@command"
+	paths    []string  // when non-nil, exactly these: "arg=path where source@command"
 	script   *scriptWant
 	noScript bool
 	check    func(t *testing.T, in *wire.Input)
@@ -129,11 +129,7 @@ func commandPrograms(in *wire.Input) string {
 }
 
 func pathString(p wire.Path) string {
-	where := "out"
-	if p.InsideVault {
-		where = "in"
-	}
-	return p.Arg + "=" + p.Path + " " + where + " " + p.Source + "@" + strconv.Itoa(p.Command)
+	return p.Arg + "=" + p.Path + " " + string(p.Where) + " " + p.Source + "@" + strconv.Itoa(p.Command)
 }
 
 func checkParsedCommand(t *testing.T, i int, c wire.Command, w cmdWant, bin string) {
@@ -268,6 +264,9 @@ func checkInputInvariants(t testing.TB, in *wire.Input, argvMode bool) {
 		if p.InsideVault && (p.Path == "" || p.Path[0] != '/' || aboveRoot(p.Path)) {
 			t.Errorf("paths[%d] inside the vault but path %q", i, p.Path)
 		}
+		if !p.Where.Valid() || p.InsideVault != (p.Where == wire.WhereVault) {
+			t.Errorf("paths[%d] where %q with inside_vault %v", i, p.Where, p.InsideVault)
+		}
 	}
 	data, err := json.Marshal(in)
 	if err != nil {
@@ -329,7 +328,7 @@ func TestParseArgv(t *testing.T) {
 				fv:    map[string]string{"--out": "x", "-o": "/tmp/y"},
 				ops:   []string{"-v", "./a"},
 			}},
-			paths: []string{"/tmp/y=/tmp/y out arg@0", "-v=/src/-v in arg@0", "./a=/src/a in arg@0"},
+			paths: []string{"/tmp/y=/tmp/y outside arg@0", "-v=/src/-v vault arg@0", "./a=/src/a vault arg@0"},
 		},
 		{
 			name: "lone dash and odd dashes are operands",
@@ -393,7 +392,7 @@ func TestParseArgv(t *testing.T) {
 			name:  "assignment values that are paths",
 			req:   argvReq("LD_PRELOAD=/tmp/x.so", "dd", "if=/dev/sda", "of=out.img", "bs=1M"),
 			cmds:  []cmdWant{{prog: "dd", ops: []string{"if=/dev/sda", "of=out.img", "bs=1M"}}},
-			paths: []string{"/tmp/x.so=/tmp/x.so out arg@0", "/dev/sda=/dev/sda out arg@0"},
+			paths: []string{"/tmp/x.so=/tmp/x.so outside arg@0", "/dev/sda=/dev/sda outside arg@0"},
 		},
 		{
 			name: "command -v is a lookup",
@@ -407,7 +406,7 @@ func TestParseArgv(t *testing.T) {
 				{prog: "find", origin: "argv"},
 				{prog: "rm", origin: "find", argv: []string{"rm", "-f", "{}"}, flags: []string{"-f"}},
 			},
-			paths: []string{".=/src in arg@0"},
+			paths: []string{".=/src vault arg@0"},
 		},
 		{
 			name: "find -execdir with +",
@@ -417,7 +416,7 @@ func TestParseArgv(t *testing.T) {
 				{prog: "sh", origin: "find"},
 				{prog: "rm", origin: "script"},
 			},
-			paths: []string{"/=/ out arg@0", "./x=/src/x in arg@2"},
+			paths: []string{"/=/ outside arg@0", "./x=/src/x vault arg@2"},
 		},
 		{
 			name: "interpreters reading stdin",
@@ -428,7 +427,7 @@ func TestParseArgv(t *testing.T) {
 			name:  "interpreter with a script file",
 			req:   argvReq("python3", "-u", "tool.py", "--flag"),
 			cmds:  []cmdWant{{prog: "python3", flags: []string{"-u", "--flag"}, ops: []string{"tool.py"}}},
-			paths: []string{"tool.py=/src/tool.py in arg@0"},
+			paths: []string{"tool.py=/src/tool.py vault arg@0"},
 		},
 		{
 			name:     "python -c in argv is not a shell script",
@@ -450,17 +449,17 @@ func TestParseArgv(t *testing.T) {
 		{
 			name:  "file operand programs",
 			req:   argvReq("chmod", "-R", "755", "bin", "notes"),
-			paths: []string{"bin=/src/bin in arg@0", "notes=/src/notes in arg@0"},
+			paths: []string{"bin=/src/bin vault arg@0", "notes=/src/notes vault arg@0"},
 		},
 		{
 			name:  "urls and remotes are not paths",
 			req:   argvReq("git", "clone", "https://example.com/a/b.git", "git@github.com:a/b.git", "host:dir/x", "dir/x:y"),
-			paths: []string{"dir/x:y=/src/dir/x:y in arg@0"},
+			paths: []string{"dir/x:y=/src/dir/x:y vault arg@0"},
 		},
 		{
 			name:  "file url is a host path",
 			req:   argvReq("curl", "file:///etc/passwd"),
-			paths: []string{"file:///etc/passwd=/etc/passwd out arg@0"},
+			paths: []string{"file:///etc/passwd=/etc/passwd outside arg@0"},
 		},
 		{
 			name: "su -c runs a shell script",
@@ -469,7 +468,7 @@ func TestParseArgv(t *testing.T) {
 				{prog: "su", ops: []string{"-", "root", "rm -rf /x"}},
 				{prog: "rm", origin: "script", flags: []string{"-r", "-f"}},
 			},
-			paths:  []string{"/x=/x out arg@1"},
+			paths:  []string{"/x=/x outside arg@1"},
 			script: &scriptWant{shell: "sh"},
 		},
 		{
@@ -479,7 +478,7 @@ func TestParseArgv(t *testing.T) {
 				{prog: "eval", path: "none"},
 				{prog: "ls", origin: "eval"},
 			},
-			paths: []string{"./a=/src/a in arg@1"},
+			paths: []string{"./a=/src/a vault arg@1"},
 		},
 	})
 }
@@ -509,8 +508,8 @@ func TestParseWrappers(t *testing.T) {
 			req:  argvReq("env", "-i", "-u", "HOME", "-C", "sub", "--", "A=b", "ls", "./x"),
 			cmds: []cmdWant{{prog: "ls", wrappers: []string{"env -i -u HOME -C sub -- A=b"}, assigns: map[string]string{"A": "b"}}},
 			paths: []string{
-				"sub=/src/sub in arg@0",
-				"./x=/src/sub/x in arg@0",
+				"sub=/src/sub vault arg@0",
+				"./x=/src/sub/x vault arg@0",
 			},
 			check: func(t *testing.T, in *wire.Input) {
 				w := in.Command.Wrappers[0]
@@ -555,7 +554,7 @@ func TestParseWrappers(t *testing.T) {
 			req:  argvReq("sudo", "-u", "root", "-g", "wheel", "-C", "5", "-D", "/var", "-E", "--preserve-env=PATH", "HOME=/x", "ls"),
 			cmds: []cmdWant{{prog: "ls", assigns: map[string]string{"HOME": "/x"},
 				wrappers: []string{"sudo -u root -g wheel -C 5 -D /var -E --preserve-env=PATH HOME=/x"}}},
-			paths: []string{"/var=/var out arg@0", "/x=/x out arg@0"},
+			paths: []string{"/var=/var outside arg@0", "/x=/x outside arg@0"},
 			check: func(t *testing.T, in *wire.Input) {
 				w := in.Command.Wrappers[0]
 				want := map[string]string{"-u": "root", "-g": "wheel", "-C": "5", "-D": "/var", "-E": "PATH"}
@@ -589,7 +588,7 @@ func TestParseWrappers(t *testing.T) {
 			name:  "sudo -e edits files",
 			req:   argvReq("sudo", "-e", "/etc/hosts"),
 			cmds:  []cmdWant{{prog: "sudo", ops: []string{"/etc/hosts"}}},
-			paths: []string{"/etc/hosts=/etc/hosts out arg@0"},
+			paths: []string{"/etc/hosts=/etc/hosts outside arg@0"},
 		},
 		{
 			name: "sudo bash -c",
@@ -598,7 +597,7 @@ func TestParseWrappers(t *testing.T) {
 				{prog: "bash", wrappers: []string{"sudo -u root"}, flags: []string{"-c"}, ops: []string{"rm -rf /"}},
 				{prog: "rm", origin: "script", wrappers: []string{}},
 			},
-			paths:  []string{"/=/ out arg@1"},
+			paths:  []string{"/=/ outside arg@1"},
 			script: &scriptWant{shell: "bash"},
 		},
 		{
@@ -646,7 +645,7 @@ func TestParseWrappers(t *testing.T) {
 			name:  "time -o writes a file",
 			req:   argvReq("time", "-o", "t.log", "ls"),
 			cmds:  []cmdWant{{prog: "ls", wrappers: []string{"time -o t.log"}}},
-			paths: []string{"t.log=/src/t.log in arg@0"},
+			paths: []string{"t.log=/src/t.log vault arg@0"},
 		},
 		{
 			name: "command -p and builtin and exec",
@@ -667,7 +666,7 @@ func TestParseWrappers(t *testing.T) {
 			name:  "xargs options with values",
 			req:   argvReq("xargs", "-0", "-I", "{}", "-P", "4", "-d", "\n", "-E", "END", "-L", "2", "-s", "100", "-a", "list.txt", "-i", "--max-args=3", "cp", "{}", "/backup/"),
 			cmds:  []cmdWant{{prog: "cp", origin: "xargs", argv: []string{"cp", "{}", "/backup/"}}},
-			paths: []string{"list.txt=/src/list.txt in arg@0", "/backup/=/backup out arg@0"},
+			paths: []string{"list.txt=/src/list.txt vault arg@0", "/backup/=/backup outside arg@0"},
 			check: func(t *testing.T, in *wire.Input) {
 				fv := in.Command.Wrappers[0].FlagValues
 				want := map[string]string{"-I": "{}", "-P": "4", "-d": "\n", "-E": "END", "-L": "2", "-s": "100", "-a": "list.txt", "-n": "3"}
@@ -740,7 +739,7 @@ func TestParseWrappers(t *testing.T) {
 			name:  "flock runs a command",
 			req:   argvReq("flock", "-w", "5", "/tmp/lock", "make"),
 			cmds:  []cmdWant{{prog: "make", wrappers: []string{"flock -w 5 /tmp/lock"}}},
-			paths: []string{"/tmp/lock=/tmp/lock out arg@0"},
+			paths: []string{"/tmp/lock=/tmp/lock outside arg@0"},
 		},
 		{
 			name: "flock -c runs a script",
@@ -749,14 +748,14 @@ func TestParseWrappers(t *testing.T) {
 				{prog: "flock", wrappers: []string{}},
 				{prog: "rm", origin: "script"},
 			},
-			paths:  []string{"./a/b=/src/a/b in arg@1"},
+			paths:  []string{"./a/b=/src/a/b vault arg@1"},
 			script: &scriptWant{shell: "sh"},
 		},
 		{
 			name:  "chroot",
 			req:   argvReq("chroot", "/mnt", "ls"),
 			cmds:  []cmdWant{{prog: "ls", wrappers: []string{"chroot /mnt"}}},
-			paths: []string{"/mnt=/mnt out arg@0"},
+			paths: []string{"/mnt=/mnt outside arg@0"},
 		},
 		{
 			name: "wrapper given as a path",
@@ -806,7 +805,7 @@ func TestParseShellC(t *testing.T) {
 			name:     "bash without -c runs a file",
 			req:      argvReq("bash", "script.sh", "-c", "x"),
 			cmds:     []cmdWant{{prog: "bash"}},
-			paths:    []string{"script.sh=/src/script.sh in arg@0"},
+			paths:    []string{"script.sh=/src/script.sh vault arg@0"},
 			noScript: true,
 		},
 		{
@@ -945,7 +944,7 @@ func TestParseScript(t *testing.T) {
 				{prog: "source", stdin: true},
 				{prog: "id", origin: "script"},
 			},
-			paths:  []string{"/x=/x out arg@1", "$HOME=~ out arg@3", "/dev/stdin=/dev/stdin out arg@7"},
+			paths:  []string{"/x=/x outside arg@1", "$HOME=~ outside arg@3", "/dev/stdin=/dev/stdin outside arg@7"},
 			script: &scriptWant{},
 		},
 		{
@@ -1013,7 +1012,7 @@ select z in a b; do r; done`),
 				{prog: "cat", origin: "substitution", dynamic: true},
 				{prog: "ls", origin: "substitution"},
 			},
-			paths: []string{"/etc=/etc out arg@2"},
+			paths: []string{"/etc=/etc outside arg@2"},
 		},
 		{
 			name: "eval of literal strings",
@@ -1023,7 +1022,7 @@ select z in a b; do r; done`),
 				{prog: "rm", origin: "eval", flags: []string{"-r", "-f"}},
 				{prog: "ls", origin: "eval"},
 			},
-			paths: []string{"./a=/src/a in arg@1"},
+			paths: []string{"./a=/src/a vault arg@1"},
 		},
 		{
 			name: "eval nested too deep",
@@ -1042,7 +1041,7 @@ select z in a b; do r; done`),
 				{prog: "sh", ops: []string{"rm -rf /x"}},
 				{prog: "rm", origin: "script"},
 			},
-			paths: []string{"/x=/x out arg@2"},
+			paths: []string{"/x=/x outside arg@2"},
 		},
 		{
 			name: "bash -c nested too deep",
@@ -1075,7 +1074,7 @@ select z in a b; do r; done`),
 			name:   "heredoc body is not a command",
 			req:    shellReq("cat <<'EOF' > out.txt\nrm -rf /\n$(curl x)\nEOF"),
 			cmds:   []cmdWant{{prog: "cat", redirs: []string{"<< EOF", "> out.txt"}}},
-			paths:  []string{"out.txt=/src/out.txt in redirect@0"},
+			paths:  []string{"out.txt=/src/out.txt vault redirect@0"},
 			script: &scriptWant{redirects: []string{"<< EOF", "> out.txt"}},
 		},
 		{
@@ -1087,16 +1086,16 @@ select z in a b; do r; done`),
 				">& f1", "3<& 0", "<<< str", "0< i2", "{fd}> g1",
 			}},
 			paths: []string{
-				"o1=/src/o1 in redirect@0", "o2=/src/o2 in redirect@0", "i1=/src/i1 in redirect@0", "e1=/src/e1 in redirect@0",
-				"b1=/src/b1 in redirect@0", "b2=/src/b2 in redirect@0", "c1=/src/c1 in redirect@0", "d1=/src/d1 in redirect@0",
-				"f1=/src/f1 in redirect@0", "i2=/src/i2 in redirect@0", "g1=/src/g1 in redirect@0",
+				"o1=/src/o1 vault redirect@0", "o2=/src/o2 vault redirect@0", "i1=/src/i1 vault redirect@0", "e1=/src/e1 vault redirect@0",
+				"b1=/src/b1 vault redirect@0", "b2=/src/b2 vault redirect@0", "c1=/src/c1 vault redirect@0", "d1=/src/d1 vault redirect@0",
+				"f1=/src/f1 vault redirect@0", "i2=/src/i2 vault redirect@0", "g1=/src/g1 vault redirect@0",
 			},
 		},
 		{
 			name:  "redirect of a block goes to its commands",
 			req:   shellReq("{ a; b; } > /tmp/out"),
 			cmds:  []cmdWant{{prog: "a", redirs: []string{"> /tmp/out"}}, {prog: "b", redirs: []string{"> /tmp/out"}}},
-			paths: []string{"/tmp/out=/tmp/out out redirect@0"},
+			paths: []string{"/tmp/out=/tmp/out outside redirect@0"},
 		},
 		{
 			name: "bare redirect and assignment",
@@ -1107,7 +1106,7 @@ select z in a b; do r; done`),
 				{prog: "$(< /etc/shadow)", dynamic: true},
 				{prog: "", origin: "substitution", redirs: []string{"< /etc/shadow"}},
 			},
-			paths: []string{"/etc/motd=/etc/motd out redirect@0", "./y=/src/y in arg@1", "/etc/shadow=/etc/shadow out redirect@3"},
+			paths: []string{"/etc/motd=/etc/motd outside redirect@0", "./y=/src/y vault arg@1", "/etc/shadow=/etc/shadow outside redirect@3"},
 		},
 		{
 			name: "words that are not literal",
@@ -1116,7 +1115,7 @@ select z in a b; do r; done`),
 				prog: "$CMD", path: "none", dynamic: true, flags: []string{"-x"},
 				ops: []string{`"$HOME/.ssh"`, `"${DIR}/a"`, "single $x", `dq "q" $x`, "a b", "rm", "~/x"},
 			}},
-			paths: []string{`"$HOME/.ssh"="$HOME/.ssh" out arg@0`, `"${DIR}/a"="${DIR}/a" out arg@0`, "~/x=~/x out arg@0"},
+			paths: []string{`"$HOME/.ssh"="$HOME/.ssh" unknown arg@0`, `"${DIR}/a"="${DIR}/a" unknown arg@0`, "~/x=~/x outside arg@0"},
 		},
 		{
 			name: "ansi-c quoting decodes",
@@ -1132,7 +1131,7 @@ select z in a b; do r; done`),
 				{prog: "local", flags: []string{"-r"}, ops: []string{"y=1"}},
 				{prog: "declare", dynamic: true, flags: []string{"-a"}, ops: []string{"arr=(1 2)"}},
 			},
-			paths: []string{"/tmp/evil:$PATH=/tmp/evil:$PATH out arg@0", "/x.so=/x.so out arg@0"},
+			paths: []string{"/tmp/evil:$PATH=/tmp/evil:$PATH outside arg@0", "/x.so=/x.so outside arg@0"},
 		},
 		{
 			name: "time keyword",
@@ -1147,7 +1146,7 @@ select z in a b; do r; done`),
 			req:  shellReq("FOO=1 sudo -u bob env BAR=2 xargs -n1 rm < list"),
 			cmds: []cmdWant{{prog: "rm", origin: "xargs", wrappers: []string{"sudo -u bob", "env BAR=2", "xargs -n1"},
 				assigns: map[string]string{"FOO": "1", "BAR": "2"}, redirs: []string{"< list"}}},
-			paths: []string{"list=/src/list in redirect@0"},
+			paths: []string{"list=/src/list vault redirect@0"},
 		},
 		{
 			name: "alias values run later",
@@ -1159,26 +1158,26 @@ select z in a b; do r; done`),
 				{prog: "rm", origin: "eval"},
 				{prog: "x"},
 			},
-			paths: []string{"/=/ out arg@3"},
+			paths: []string{"/=/ outside arg@3"},
 		},
 		{
 			name: "brace expansion is not a literal",
 			req:  shellReq("cat {..,..}/../../etc/passwd a{b,c}d {1..3}"),
 			cmds: []cmdWant{{prog: "cat", dynamic: true, ops: []string{"{..,..}/../../etc/passwd", "a{b,c}d", "{1..3}"}}},
 			paths: []string{
-				"{..,..}/../../etc/passwd={..,..}/../../etc/passwd out arg@0",
-				"a{b,c}d=a{b,c}d out arg@0",
-				"{1..3}={1..3} out arg@0",
+				"{..,..}/../../etc/passwd={..,..}/../../etc/passwd unknown arg@0",
+				"a{b,c}d=a{b,c}d unknown arg@0",
+				"{1..3}={1..3} unknown arg@0",
 			},
 		},
 		{
 			name: "globs that may match ..",
 			req:  shellReq("cat .*/.*/etc/passwd ./*.go .git/* x/.?/y"),
 			paths: []string{
-				".*/.*/etc/passwd=.*/.*/etc/passwd out arg@0",
-				"./*.go=/src/*.go in arg@0",
-				".git/*=/src/.git/* in arg@0",
-				"x/.?/y=x/.?/y out arg@0",
+				".*/.*/etc/passwd=.*/.*/etc/passwd unknown arg@0",
+				"./*.go=/src/*.go vault arg@0",
+				".git/*=/src/.git/* vault arg@0",
+				"x/.?/y=x/.?/y unknown arg@0",
 			},
 		},
 		{
@@ -1188,7 +1187,7 @@ select z in a b; do r; done`),
 				{prog: "trap", ops: []string{"rm -rf ./tmp", "EXIT"}},
 				{prog: "rm", origin: "eval"},
 			},
-			paths: []string{"./tmp=/src/tmp in arg@1"},
+			paths: []string{"./tmp=/src/tmp vault arg@1"},
 		},
 		{
 			name:   "comments only",
@@ -1263,69 +1262,214 @@ func TestParsePaths(t *testing.T) {
 			name: "resolution against cwd",
 			req:  argvReq("cp", "../x", "../../x", "~/.ssh", "$HOME/x", "${HOME}", "/etc/passwd", "./a", "a/b", ".", "..", "~bob/y", "/a/../../b", "./c/../../../d"),
 			paths: []string{
-				"../x=/x in arg@0",
-				"../../x=/../x out arg@0",
-				"~/.ssh=~/.ssh out arg@0",
-				"$HOME/x=~/x out arg@0",
-				"${HOME}=~ out arg@0",
-				"/etc/passwd=/etc/passwd out arg@0",
-				"./a=/src/a in arg@0",
-				"a/b=/src/a/b in arg@0",
-				".=/src in arg@0",
-				"..=/ in arg@0",
-				"~bob/y=~bob/y out arg@0",
-				"/a/../../b=/b out arg@0",
-				"./c/../../../d=/../d out arg@0",
+				"../x=/x vault arg@0",
+				"../../x=/../x outside arg@0",
+				"~/.ssh=~/.ssh outside arg@0",
+				"$HOME/x=~/x outside arg@0",
+				"${HOME}=~ outside arg@0",
+				"/etc/passwd=/etc/passwd outside arg@0",
+				"./a=/src/a vault arg@0",
+				"a/b=/src/a/b vault arg@0",
+				".=/src vault arg@0",
+				"..=/ vault arg@0",
+				"~bob/y=~bob/y outside arg@0",
+				"/a/../../b=/b outside arg@0",
+				"./c/../../../d=/../d outside arg@0",
 			},
 		},
 		{
 			name:  "cwd at the root",
 			req:   ParseRequest{Argv: []string{"ls", "../etc", "x/y"}, Cwd: "/"},
-			paths: []string{"../etc=/../etc out arg@0", "x/y=/x/y in arg@0"},
+			paths: []string{"../etc=/../etc outside arg@0", "x/y=/x/y vault arg@0"},
 		},
 		{
 			name:  "flag values",
 			req:   argvReq("tar", "--file=../out.tar", "-C/tmp", "--level=9", "--exclude=*.o"),
-			paths: []string{"../out.tar=/out.tar in arg@0", "/tmp=/tmp out arg@0"},
+			paths: []string{"../out.tar=/out.tar vault arg@0", "/tmp=/tmp outside arg@0"},
 		},
 		{
 			name:  "devices are host paths",
 			req:   shellReq("ls > /dev/null 2>/dev/stderr"),
-			paths: []string{"/dev/null=/dev/null out redirect@0", "/dev/stderr=/dev/stderr out redirect@0"},
+			paths: []string{"/dev/null=/dev/null outside redirect@0", "/dev/stderr=/dev/stderr outside redirect@0"},
 		},
 		{
 			name: "cd in a script moves later paths",
 			req:  shellReq("cat a/x; cd /etc && cat passwd; cd ~ && rm -rf .ssh; cd; ls ./y; cd \"$D\"; cat ./z; cd /src/sub; cat ../w"),
 			paths: []string{
-				"a/x=/src/a/x in arg@0",
-				"/etc=/etc out arg@1", "passwd=/etc/passwd out arg@2",
-				"~=~ out arg@3", ".ssh=~/.ssh out arg@4",
-				"./y=~/y out arg@6",
-				`"$D"="$D" out arg@7`, "./z=./z out arg@8",
-				"/src/sub=/src/sub out arg@9", "../w=/src/w out arg@10",
+				"a/x=/src/a/x vault arg@0",
+				"/etc=/etc outside arg@1", "passwd=/etc/passwd outside arg@2",
+				"~=~ outside arg@3", ".ssh=~/.ssh outside arg@4",
+				"./y=~/y outside arg@6",
+				`"$D"="$D" unknown arg@7`, "./z=./z unknown arg@8",
+				"/src/sub=/src/sub outside arg@9", "../w=/src/w outside arg@10",
 			},
 		},
 		{
 			name: "cd in a subshell or pipeline does not leak",
 			req:  shellReq("(cd /etc; cat a); cat ./b; cd /tmp | cat ./c; cd .. && cat ./d"),
 			paths: []string{
-				"/etc=/etc out arg@0", "a=/etc/a out arg@1",
-				"./b=/src/b in arg@2",
-				"/tmp=/tmp out arg@3", "./c=/src/c in arg@4",
-				"..=/ in arg@5", "./d=/d in arg@6",
+				"/etc=/etc outside arg@0", "a=/etc/a outside arg@1",
+				"./b=/src/b vault arg@2",
+				"/tmp=/tmp outside arg@3", "./c=/src/c vault arg@4",
+				"..=/ vault arg@5", "./d=/d vault arg@6",
 			},
 		},
 		{
 			name:  "PWD is the working directory",
 			req:   shellReq(`cat "$PWD/a" ${PWD}/../b`),
-			paths: []string{`"$PWD/a"="$PWD/a" out arg@0`, "${PWD}/../b=/b in arg@0"},
+			paths: []string{`"$PWD/a"="$PWD/a" unknown arg@0`, "${PWD}/../b=/b vault arg@0"},
 		},
 		{
 			name:  "redirect targets are always paths",
 			req:   shellReq("echo hi > notes; cat < /etc/hosts; echo > \"$(mktemp)\""),
-			paths: []string{"notes=/src/notes in redirect@0", "/etc/hosts=/etc/hosts out redirect@1", `"$(mktemp)"="$(mktemp)" out redirect@2`},
+			paths: []string{"notes=/src/notes vault redirect@0", "/etc/hosts=/etc/hosts outside redirect@1", `"$(mktemp)"="$(mktemp)" unknown redirect@2`},
 		},
 	})
+}
+
+// nsSandbox is input.sandbox of a run in namespaces with HOME home, as
+// sandbox.Input builds it.
+func nsSandbox(home string) wire.SandboxInput {
+	return wire.SandboxInput{Mode: wire.SandboxNamespaces, Workspace: "/workspace", Home: home,
+		ReadOnlySystem: []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/etc"},
+		Scratch:        []string{"/tmp", "/dev", "/proc", home}}
+}
+
+// inSandbox is req held in namespaces with HOME /root.
+func inSandbox(req ParseRequest) ParseRequest {
+	req.Sandbox = nsSandbox("/root")
+	return req
+}
+
+// TestParsePathsSandbox: what paths name in the view of a sandbox, and
+// without one when the vault is at a fixed host directory.
+func TestParsePathsSandbox(t *testing.T) {
+	runParseCases(t, []parseCase{
+		{
+			name: "the workspace is the vault",
+			req:  inSandbox(argvReq("cat", "/workspace/src/a", "/workspace", "/workspace/", "/workspace/../etc/passwd", "/workspacex/y", "file:///workspace/b")),
+			paths: []string{
+				"/workspace/src/a=/src/a vault arg@0",
+				"/workspace=/ vault arg@0",
+				"/workspace/=/ vault arg@0",
+				"/workspace/../etc/passwd=/etc/passwd read_only_system arg@0",
+				"/workspacex/y=/workspacex/y outside arg@0",
+				"file:///workspace/b=/b vault arg@0",
+			},
+		},
+		{
+			name:  "relative paths stay vault paths",
+			req:   inSandbox(argvReq("cat", "a", "../b", "../../x")),
+			paths: []string{"a=/src/a vault arg@0", "../b=/b vault arg@0", "../../x=/../x outside arg@0"},
+		},
+		{
+			name: "home is the private home",
+			req:  inSandbox(argvReq("cat", "~", "~/x", "$HOME/y", "${HOME}", "~bob/x", "~bob")),
+			paths: []string{
+				"~=~ scratch arg@0", "~/x=~/x scratch arg@0", "$HOME/y=~/y scratch arg@0", "${HOME}=~ scratch arg@0",
+				"~bob/x=~bob/x outside arg@0", "~bob=~bob outside arg@0",
+			},
+		},
+		{
+			name: "scratch, system and outside",
+			req: inSandbox(argvReq("cat", "/tmp/x", "/tmp", "/dev/null", "/proc/self/status", "/root/.bashrc", "/rootx",
+				"/usr/share/x", "/etc/hosts", "/bin/sh", "/lib64/ld.so", "/opt", "/var/log/x", "/home/u/x", "/", "/tmpx")),
+			paths: []string{
+				"/tmp/x=/tmp/x scratch arg@0", "/tmp=/tmp scratch arg@0", "/dev/null=/dev/null scratch arg@0",
+				"/proc/self/status=/proc/self/status scratch arg@0", "/root/.bashrc=/root/.bashrc scratch arg@0",
+				"/rootx=/rootx outside arg@0",
+				"/usr/share/x=/usr/share/x read_only_system arg@0", "/etc/hosts=/etc/hosts read_only_system arg@0",
+				"/bin/sh=/bin/sh read_only_system arg@0", "/lib64/ld.so=/lib64/ld.so read_only_system arg@0",
+				"/opt=/opt read_only_system arg@0",
+				"/var/log/x=/var/log/x outside arg@0", "/home/u/x=/home/u/x outside arg@0", "/=/ outside arg@0",
+				"/tmpx=/tmpx outside arg@0",
+			},
+		},
+		{
+			name:  "words known only at run time",
+			req:   inSandbox(shellReq(`cat "$D/x" > "$(mktemp)"`)),
+			paths: []string{`"$D/x"="$D/x" unknown arg@0`, `"$(mktemp)"="$(mktemp)" unknown redirect@0`},
+		},
+		{
+			name: "cd moves between vault, scratch, system and home",
+			req: inSandbox(shellReq("cd /workspace/src && cat a; cd /tmp && cat b ../usr/c; cd ~ && cat d; cd; cat e; " +
+				"cd /usr && cat f; cd / && cd workspace && cat g; cd ~bob && cat h; cd /tmp && cd .. && cat i")),
+			paths: []string{
+				"/workspace/src=/src vault arg@0", "a=/src/a vault arg@1",
+				"/tmp=/tmp scratch arg@2", "b=/tmp/b scratch arg@3", "../usr/c=/usr/c read_only_system arg@3",
+				"~=~ scratch arg@4", "d=~/d scratch arg@5",
+				"e=~/e scratch arg@7",
+				"/usr=/usr read_only_system arg@8", "f=/usr/f read_only_system arg@9",
+				"/=/ outside arg@10", "workspace=/ vault arg@11", "g=/g vault arg@12",
+				"~bob=~bob outside arg@13", "h=~bob/h outside arg@14",
+				"/tmp=/tmp scratch arg@15", "..=/ outside arg@16", "i=/i outside arg@17",
+			},
+		},
+		{
+			name:  "env -C into scratch",
+			req:   inSandbox(argvReq("env", "-C", "/tmp", "cat", "x")),
+			paths: []string{"/tmp=/tmp scratch arg@0", "x=/tmp/x scratch arg@0"},
+		},
+		{
+			name:  "a home of / names no absolute path",
+			req:   ParseRequest{Argv: []string{"cat", "/x", "~/y", "/tmp/z"}, Sandbox: nsSandbox("/")},
+			paths: []string{"/x=/x outside arg@0", "~/y=~/y scratch arg@0", "/tmp/z=/tmp/z scratch arg@0"},
+		},
+		{
+			name: "no sandbox: the mount directory is the vault",
+			req: ParseRequest{Argv: []string{"cat", "/mnt/v/a", "/mnt/v", "/tmp/x", "~/y", "/usr/z", "a", "/mnt/vx"},
+				Sandbox: wire.SandboxInput{Mode: wire.SandboxNone, Workspace: "/mnt/v/"}},
+			paths: []string{
+				"/mnt/v/a=/a vault arg@0", "/mnt/v=/ vault arg@0", "/tmp/x=/tmp/x outside arg@0", "~/y=~/y outside arg@0",
+				"/usr/z=/usr/z outside arg@0", "a=/src/a vault arg@0", "/mnt/vx=/mnt/vx outside arg@0",
+			},
+		},
+		{
+			name: "no sandbox: the view's lists name nothing",
+			req: ParseRequest{Argv: []string{"cat", "/tmp/x", "/usr/y", "~/z", "/"},
+				Sandbox: wire.SandboxInput{Mode: wire.SandboxNone, Workspace: "/", ReadOnlySystem: []string{"/usr"}, Scratch: []string{"/tmp"}}},
+			paths: []string{"/tmp/x=/tmp/x outside arg@0", "/usr/y=/usr/y outside arg@0", "~/z=~/z outside arg@0", "/=/ outside arg@0"},
+		},
+		{
+			name: "the longest directory wins",
+			req: ParseRequest{Argv: []string{"cat", "/tmp/ws/a", "/tmp/b", "/usr/local/c", "/usr/d"},
+				Sandbox: wire.SandboxInput{Mode: wire.SandboxNamespaces, Workspace: "/tmp/ws", ReadOnlySystem: []string{"/usr"}, Scratch: []string{"/usr/local", "/tmp"}}},
+			paths: []string{"/tmp/ws/a=/a vault arg@0", "/tmp/b=/tmp/b scratch arg@0", "/usr/local/c=/usr/local/c scratch arg@0", "/usr/d=/usr/d read_only_system arg@0"},
+		},
+		{
+			name: "on a tie the read-only system wins",
+			req: ParseRequest{Argv: []string{"cat", "/x/a", "/y/b"},
+				Sandbox: wire.SandboxInput{Mode: wire.SandboxNamespaces, Workspace: "/y", ReadOnlySystem: []string{"/x"}, Scratch: []string{"/x", "/y"}}},
+			paths: []string{"/x/a=/x/a read_only_system arg@0", "/y/b=/b vault arg@0"},
+		},
+	})
+}
+
+// TestParseSandboxInput: input.sandbox is the request's, an empty mode
+// is none, and the lists are never null.
+func TestParseSandboxInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		give wire.SandboxInput
+		want wire.SandboxInput
+	}{
+		{"zero is none", wire.SandboxInput{}, wire.SandboxInput{Mode: wire.SandboxNone, ReadOnlySystem: []string{}, Scratch: []string{}}},
+		{"none with a reason", wire.SandboxInput{Mode: wire.SandboxNone, Reason: "--sandbox none", Workspace: "/mnt/v", Home: "/home/u"},
+			wire.SandboxInput{Mode: wire.SandboxNone, Reason: "--sandbox none", Workspace: "/mnt/v", Home: "/home/u", ReadOnlySystem: []string{}, Scratch: []string{}}},
+		{"namespaces", nsSandbox("/root"), nsSandbox("/root")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, err := Parse(context.Background(), ParseRequest{Argv: []string{"ls"}, PathEnv: "/nonexistent", Sandbox: tc.give})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(in.Sandbox)
+			want, _ := json.Marshal(tc.want)
+			if string(got) != string(want) {
+				t.Errorf("sandbox = %s, want %s", got, want)
+			}
+		})
+	}
 }
 
 func TestParseRequestFields(t *testing.T) {
@@ -1390,6 +1534,7 @@ func TestParseErrors(t *testing.T) {
 		{"too long word", ParseRequest{Argv: []string{"ls", strings.Repeat("a", maxWordBytes+1)}}, "argument 1 is longer than"},
 		{"too long argv", ParseRequest{Argv: slices.Repeat([]string{strings.Repeat("a", maxWordBytes)}, 9)}, "command is longer than"},
 		{"too long script", ParseRequest{Shell: strings.Repeat("a", maxWordBytes+1)}, "longer than"},
+		{"unknown sandbox mode", ParseRequest{Argv: []string{"ls"}, Sandbox: wire.SandboxInput{Mode: "chroot"}}, `unknown sandbox mode "chroot"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in, err := Parse(context.Background(), tc.req)

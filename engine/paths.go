@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"cmp"
 	"path"
+	"slices"
 	"strings"
 
 	"avfs/wire"
@@ -14,7 +16,8 @@ const (
 	// dirVault: a vault-absolute path ("/src/a"); one that climbed above
 	// the vault root keeps its leading ".." ("/../x") and is not inside.
 	dirVault dirKind = iota
-	// dirHost: an absolute host path ("/etc/passwd").
+	// dirHost: an absolute path the vault does not hold ("/etc/passwd",
+	// "/tmp/x"): the view says what it names.
 	dirHost
 	// dirHome: a path under a home directory ("~/.ssh", "~bob/x").
 	dirHome
@@ -29,12 +32,104 @@ type dirState struct {
 	path string
 }
 
+// view is what the command sees, as far as paths go: where the vault is,
+// which absolute directories the sandbox shows (read-only system, scratch),
+// and whether ~ is the sandbox's private home. It is built once per Parse
+// from ParseRequest.Sandbox and never modified.
+type view struct {
+	// sandboxed: the command runs in namespaces, so ~, ~/x and $HOME
+	// name its private home (scratch) and the sandbox's directories are
+	// roots; without a sandbox ~ is the host's home (outside).
+	sandboxed bool
+	// roots are the directories that name something, longest first; a
+	// path under none of them is outside.
+	roots []viewRoot
+}
+
+// viewRoot is a directory of the view and what the paths under it are.
+type viewRoot struct {
+	dir   string // absolute and clean, never "/"
+	where wire.Where
+}
+
+// newView builds the view of s. An empty mode is none. Without a sandbox
+// only the workspace (when given) is a root: every other absolute path is
+// the host's. A directory that is empty, relative or "/" is no root (a
+// root "/" would make every absolute path one kind); on a tie between two
+// equal directories, read_only_system wins over vault, and vault over
+// scratch, so a write is never allowed more than the stricter kind allows.
+func newView(s wire.SandboxInput) *view {
+	v := &view{sandboxed: s.Mode == wire.SandboxNamespaces}
+	add := func(where wire.Where, dirs ...string) {
+		for _, d := range dirs {
+			if d == "" || d[0] != '/' {
+				continue
+			}
+			if d = path.Clean(d); d != "/" {
+				v.roots = append(v.roots, viewRoot{dir: d, where: where})
+			}
+		}
+	}
+	if v.sandboxed {
+		add(wire.WhereReadOnlySystem, s.ReadOnlySystem...)
+	}
+	add(wire.WhereVault, s.Workspace)
+	if v.sandboxed {
+		add(wire.WhereScratch, s.Scratch...)
+	}
+	slices.SortStableFunc(v.roots, func(a, b viewRoot) int { return cmp.Compare(len(b.dir), len(a.dir)) })
+	return v
+}
+
+// root returns the root that holds the absolute clean path p, and p
+// relative to it ("" for the root itself); ok is false when none does.
+func (v *view) root(p string) (r viewRoot, rel string, ok bool) {
+	for _, r := range v.roots {
+		if rest, found := strings.CutPrefix(p, r.dir); found && (rest == "" || rest[0] == '/') {
+			return r, rest, true
+		}
+	}
+	return viewRoot{}, "", false
+}
+
+// abs resolves the absolute clean path p: a path in the workspace becomes
+// the vault path ("/workspace/src" gives "/src"), any other stays a host
+// path.
+func (v *view) abs(p string) (string, dirKind) {
+	if r, rel, ok := v.root(p); ok && r.where == wire.WhereVault {
+		return cmp.Or(rel, "/"), dirVault
+	}
+	return p, dirHost
+}
+
+// where says what the resolved path p of kind names in the view.
+func (v *view) where(p string, kind dirKind) wire.Where {
+	switch kind {
+	case dirVault:
+		if aboveRoot(p) {
+			return wire.WhereOutside
+		}
+		return wire.WhereVault
+	case dirHost:
+		if r, _, ok := v.root(p); ok {
+			return r.where
+		}
+		return wire.WhereOutside
+	case dirHome:
+		if v.sandboxed && (p == "~" || strings.HasPrefix(p, "~/")) {
+			return wire.WhereScratch
+		}
+		return wire.WhereOutside
+	}
+	return wire.WhereUnknown
+}
+
 // cd returns the directory `cd w` moves to from d.
-func (d dirState) cd(w shellWord) dirState {
+func (v *view) cd(d dirState, w shellWord) dirState {
 	if w.text == "-" {
 		return dirState{kind: dirUnknown}
 	}
-	p, kind := resolvePath(d, w)
+	p, kind := v.resolve(d, w)
 	return dirState{kind: kind, path: p}
 }
 
@@ -101,11 +196,13 @@ func homeVar(t string) int {
 
 // addPath resolves w against dir and records it for command idx.
 func (b *inputBuilder) addPath(w shellWord, dir dirState, source string, idx int) {
-	p, kind := resolvePath(dir, w)
+	p, kind := b.view.resolve(dir, w)
+	where := b.view.where(p, kind)
 	b.paths = append(b.paths, wire.Path{
 		Arg:         w.text,
 		Path:        p,
-		InsideVault: kind == dirVault && !aboveRoot(p),
+		InsideVault: where == wire.WhereVault,
+		Where:       where,
 		Source:      source,
 		Command:     idx,
 	})
@@ -116,12 +213,15 @@ func aboveRoot(p string) bool {
 	return p == "/.." || strings.HasPrefix(p, "/../")
 }
 
-// resolvePath resolves a path word against the working directory dir:
+// resolve resolves a path word against the working directory dir:
 // "~", "~user", $HOME and ${HOME} give "~…" paths, an absolute path (or a
-// file:// URL) names the host, a relative one is joined to dir and cleaned.
-// Words that are not literal resolve only when they start with a known
-// base; otherwise their text is kept and the kind is dirUnknown.
-func resolvePath(dir dirState, w shellWord) (string, dirKind) {
+// file:// URL) is a vault path when it is in the workspace and a host path
+// otherwise, a relative one is joined to dir and cleaned (and, joined to a
+// host directory, resolved as an absolute path again: `cd /` then
+// `cd workspace` is the vault root). Words that are not literal resolve
+// only when they start with a known base; otherwise their text is kept and
+// the kind is dirUnknown.
+func (v *view) resolve(dir dirState, w shellWord) (string, dirKind) {
 	t := w.text
 	if n := homeVar(t); n >= 0 {
 		return homeJoin("~", t[n:]), dirHome
@@ -132,7 +232,7 @@ func resolvePath(dir dirState, w shellWord) (string, dirKind) {
 	}
 	if !w.literal {
 		if n := pwdVar(t); n >= 0 && !strings.ContainsAny(t[n:], "$`") {
-			return resolvePath(dir, shellWord{text: "." + t[n:], literal: true})
+			return v.resolve(dir, shellWord{text: "." + t[n:], literal: true})
 		}
 	}
 	if rest, ok := strings.CutPrefix(t, "file://"); ok {
@@ -141,7 +241,7 @@ func resolvePath(dir dirState, w shellWord) (string, dirKind) {
 		}
 	}
 	if t != "" && t[0] == '/' {
-		return path.Clean(t), dirHost
+		return v.abs(path.Clean(t))
 	}
 	if !w.literal {
 		return t, dirUnknown
@@ -153,7 +253,7 @@ func resolvePath(dir dirState, w shellWord) (string, dirKind) {
 	case dirVault:
 		return vaultJoin(dir.path, t), dirVault
 	case dirHost:
-		return path.Clean(dir.path + "/" + t), dirHost
+		return v.abs(path.Clean(dir.path + "/" + t))
 	case dirHome:
 		user, rest, _ := strings.Cut(dir.path, "/")
 		return homeJoin(user, rest+"/"+t), dirHome

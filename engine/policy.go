@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -21,7 +22,8 @@ import (
 )
 
 // Entrypoint is the Rego document avfs evaluates. It must be an object
-// {"decision": D, "reasons": [{"id", "message", "decision"}, …]}.
+// {"decision": D, "reasons": [{"id", "message", "decision"}, …]} with an
+// optional "sandbox": {"network": "host"|"none"} (see Decide).
 const Entrypoint = "data.avfs.decision"
 
 // Reason ids the engine itself gives.
@@ -32,6 +34,10 @@ const (
 	// ReasonRaised is given when the policy's decision was lower than one of
 	// its own reasons and the engine raised it to the highest.
 	ReasonRaised = "avfs.engine.raised"
+	// ReasonSandboxInvalid is given with deny when the decision's sandbox
+	// object is not one avfs can read: what a policy meant to grant is
+	// not guessed.
+	ReasonSandboxInvalid = "avfs.engine.sandbox_invalid"
 )
 
 // Explain modes of DecideOptions.
@@ -100,10 +106,27 @@ func NewPolicy(ctx context.Context, set *bundles.Set) (*Policy, error) {
 // Bundles describes the bundles the policy was compiled from.
 func (p *Policy) Bundles() []wire.BundleInfo { return slices.Clone(p.bundles) }
 
-// Decide evaluates the policy for one input. It fails closed: when the
-// policy errs, is undefined, or answers something outside the four
-// decisions, the result is deny with a reason saying why, and err is nil.
-// err is only for a bad call (an unknown explain mode).
+// Decide evaluates the policy for one input: the decision, its reasons
+// sorted from the highest decision down, and what the decision grants the
+// sandbox (res.Sandbox, the decision's optional "sandbox" object).
+//
+// It fails closed, and err is then nil:
+//   - when the policy errs, is undefined, or its decision or reasons are
+//     not of the expected shape, the result is deny with the single reason
+//     ReasonFailClosed saying why;
+//   - when the decision is lower than one of its own reasons, it is raised
+//     to the highest and ReasonRaised is added;
+//   - when the sandbox object is not an object, has a key other than
+//     "network", or a network other than the string "host" or "none", the
+//     result is deny with ReasonSandboxInvalid saying what was wrong, next
+//     to the policy's own reasons.
+//
+// A missing sandbox object, or one without network, grants nothing (the
+// zero SandboxGrant). Decide never grants more than the policy said, and
+// a deny grants nothing: the grant of a decision that ends as deny is
+// dropped. err is only for a bad call (an unknown explain mode). Decide
+// runs no command and reads nothing but the compiled policy and in, which
+// it never modifies; it is safe for concurrent use.
 func (p *Policy) Decide(ctx context.Context, in *wire.Input, opts DecideOptions) (res wire.PolicyResult, err error) {
 	res = wire.PolicyResult{Bundles: p.Bundles(), Reasons: []wire.Reason{}}
 	switch opts.Explain {
@@ -151,13 +174,22 @@ func (p *Policy) Decide(ctx context.Context, in *wire.Input, opts DecideOptions)
 		res.Reasons = append(res.Reasons, wire.Reason{ID: ReasonRaised, Decision: top,
 			Message: fmt.Sprintf("the policy decided %s but one of its reasons is %s; the highest wins", decision, top)})
 	}
+	grant, problem := parseGrant(rs[0].Expressions[0].Value)
+	if problem != "" {
+		res.Decision = wire.Deny
+		res.Reasons = append(res.Reasons, wire.Reason{ID: ReasonSandboxInvalid, Decision: wire.Deny,
+			Message: "denied because the decision's sandbox object is invalid: " + problem})
+	}
+	if res.Decision != wire.Deny {
+		res.Sandbox = grant
+	}
 	sortReasons(res.Reasons)
 	return res, nil
 }
 
 // failClosed turns res into a deny saying why.
 func failClosed(res wire.PolicyResult, why string) wire.PolicyResult {
-	res.Decision = wire.Deny
+	res.Decision, res.Sandbox = wire.Deny, wire.SandboxGrant{}
 	res.Reasons = append(res.Reasons[:0], wire.Reason{ID: ReasonFailClosed, Decision: wire.Deny,
 		Message: "denied because the policy could not decide: " + why})
 	return res
@@ -189,6 +221,44 @@ func parseResult(v any) (decision wire.Decision, reasons []wire.Reason, problem 
 		reasons = append(reasons, wire.Reason{ID: id, Message: msg, Decision: wire.Decision(d)})
 	}
 	return wire.Decision(s), reasons, ""
+}
+
+// grantFields reads each key the decision's sandbox object may have into
+// the grant; the problem says what is wrong with the value.
+var grantFields = map[string]func(g *wire.SandboxGrant, v any) (problem string){
+	"network": func(g *wire.SandboxGrant, v any) string {
+		s, ok := v.(string)
+		if !ok || !wire.Network(s).Valid() {
+			return fmt.Sprintf("%s.sandbox.network is %s, not one of host, none", Entrypoint, describe(v))
+		}
+		g.Network = wire.Network(s)
+		return ""
+	},
+}
+
+// parseGrant reads the decision's optional sandbox object; problem says
+// what is wrong with it.
+func parseGrant(result any) (grant wire.SandboxGrant, problem string) {
+	decision, _ := result.(map[string]any)
+	v, ok := decision["sandbox"]
+	if !ok {
+		return grant, ""
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return grant, fmt.Sprintf("%s.sandbox is %s, not an object", Entrypoint, describe(v))
+	}
+	keys := slices.Sorted(maps.Keys(obj))
+	for _, k := range keys {
+		read, known := grantFields[k]
+		if !known {
+			return wire.SandboxGrant{}, fmt.Sprintf("%s.sandbox has the unknown key %q (known: %s)", Entrypoint, k, strings.Join(slices.Sorted(maps.Keys(grantFields)), ", "))
+		}
+		if problem := read(&grant, obj[k]); problem != "" {
+			return wire.SandboxGrant{}, problem
+		}
+	}
+	return grant, ""
 }
 
 // describe shows a policy value in an error message.

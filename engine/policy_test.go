@@ -150,8 +150,10 @@ func TestInputValue(t *testing.T) {
 	c.Input.Command.Assignments = map[string]string{"A": "1"}
 	c.Input.Command.FlagValues = map[string]string{"--x": "y"}
 	c.Input.Command.Wrappers = []wire.Wrapper{{Name: "env", Argv: []string{"env", "A=1"}, Flags: []string{}, FlagValues: map[string]string{}, Operands: []string{}}}
-	c.Input.Paths = []wire.Path{{Arg: "a", Path: "/a", InsideVault: true, Source: "arg"}}
+	c.Input.Paths = []wire.Path{{Arg: "a", Path: "/a", InsideVault: true, Where: wire.WhereVault, Source: "arg"}}
 	c.Input.Vault.Quotas.MaxFiles = 7
+	c.Input.Sandbox = wire.SandboxInput{Mode: wire.SandboxNamespaces, Workspace: "/workspace", Home: "/root",
+		ReadOnlySystem: []string{"/usr"}, Scratch: []string{"/tmp", "/root"}}
 	bs, err := json.Marshal(&c.Input)
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +220,7 @@ func TestFailClosed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Decision != wire.Deny || !IsFailClosed(res) || len(res.Reasons) != 1 {
+			if res.Decision != wire.Deny || !IsFailClosed(res) || len(res.Reasons) != 1 || res.Sandbox != (wire.SandboxGrant{}) {
 				t.Fatalf("got %+v, want a fail-closed deny", res)
 			}
 			if r := res.Reasons[0]; r.ID != ReasonFailClosed || r.Decision != wire.Deny || !strings.Contains(r.Message, tt.why) {
@@ -246,6 +248,71 @@ func TestFailClosed(t *testing.T) {
 			t.Errorf("got %+v, %v", res, err)
 		}
 	})
+}
+
+// TestSandboxGrant: the decision's sandbox object becomes res.Sandbox; one
+// avfs cannot read denies, and a deny grants nothing.
+func TestSandboxGrant(t *testing.T) {
+	tests := []struct {
+		name     string
+		decision string // the decision the policy gives
+		reason   string // the decision of its one reason, test.r
+		sandbox  string // Rego of the sandbox object, "" for none
+		want     wire.Decision
+		grant    wire.Network
+		invalid  string // part of the sandbox_invalid message, "" when valid
+	}{
+		{name: "absent", decision: "allow", reason: "allow", want: wire.Allow},
+		{name: "empty", decision: "allow", reason: "allow", sandbox: `{}`, want: wire.Allow},
+		{name: "host", decision: "require_approval", reason: "require_approval", sandbox: `{"network": "host"}`, want: wire.RequireApproval, grant: wire.NetworkHost},
+		{name: "none", decision: "allow_with_checkpoint", reason: "allow", sandbox: `{"network": "none"}`, want: wire.AllowWithCheckpoint, grant: wire.NetworkNone},
+		{name: "dropped on deny", decision: "deny", reason: "deny", sandbox: `{"network": "host"}`, want: wire.Deny},
+		{name: "dropped when raised to deny", decision: "allow", reason: "deny", sandbox: `{"network": "host"}`, want: wire.Deny},
+		{name: "not an object", decision: "allow", reason: "allow", sandbox: `"host"`, want: wire.Deny, invalid: `sandbox is "host", not an object`},
+		{name: "null", decision: "allow", reason: "allow", sandbox: `null`, want: wire.Deny, invalid: "sandbox is missing or null, not an object"},
+		{name: "array", decision: "allow", reason: "allow", sandbox: `[{"network": "host"}]`, want: wire.Deny, invalid: "not an object"},
+		{name: "unknown key", decision: "require_approval", reason: "require_approval", sandbox: `{"network": "host", "mounts": ["/"]}`, want: wire.Deny, invalid: `unknown key "mounts" (known: network)`},
+		{name: "network not a string", decision: "allow", reason: "allow", sandbox: `{"network": true}`, want: wire.Deny, invalid: "sandbox.network is true, not one of host, none"},
+		{name: "network null", decision: "allow", reason: "allow", sandbox: `{"network": null}`, want: wire.Deny, invalid: "sandbox.network is missing or null"},
+		{name: "network unknown", decision: "allow", reason: "allow", sandbox: `{"network": "lan"}`, want: wire.Deny, invalid: `sandbox.network is "lan"`},
+		{name: "network case", decision: "allow", reason: "allow", sandbox: `{"network": "HOST"}`, want: wire.Deny, invalid: `sandbox.network is "HOST"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			sandbox := ""
+			if tt.sandbox != "" {
+				sandbox = ",\n\t\"sandbox\": " + tt.sandbox
+			}
+			src := "package avfs\n\ndecision := {\n\t\"decision\": \"" + tt.decision + "\",\n" +
+				"\t\"reasons\": [{\"id\": \"test.r\", \"message\": \"m\", \"decision\": \"" + tt.reason + "\"}]" + sandbox + ",\n}\n"
+			if err := os.WriteFile(filepath.Join(dir, "policy.rego"), []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res, err := policyFor(t, bundles.Options{Paths: []string{dir}}).Decide(context.Background(), cmdInput("ls"), DecideOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Decision != tt.want || res.Sandbox.Network != tt.grant {
+				t.Errorf("got %s %+v, want %s with network %q", res.Decision, res.Sandbox, tt.want, tt.grant)
+			}
+			if !slices.ContainsFunc(res.Reasons, func(r wire.Reason) bool { return r.ID == "test.r" }) {
+				t.Errorf("the policy's reason is gone: %+v", res.Reasons)
+			}
+			i := slices.IndexFunc(res.Reasons, func(r wire.Reason) bool { return r.ID == ReasonSandboxInvalid })
+			switch {
+			case tt.invalid == "" && i >= 0:
+				t.Errorf("unexpected %+v", res.Reasons[i])
+			case tt.invalid != "" && i < 0:
+				t.Errorf("no %s reason: %+v", ReasonSandboxInvalid, res.Reasons)
+			case tt.invalid != "" && (res.Reasons[i].Decision != wire.Deny || !strings.Contains(res.Reasons[i].Message, tt.invalid) || res.Reasons[0].Decision != wire.Deny):
+				t.Errorf("reasons %+v, want a deny mentioning %q first", res.Reasons, tt.invalid)
+			}
+			if IsFailClosed(res) {
+				t.Errorf("an invalid sandbox object is not a policy that could not decide: %+v", res.Reasons)
+			}
+		})
+	}
 }
 
 // TestRaised: a decision lower than one of its reasons is raised to it.
@@ -655,6 +722,45 @@ func TestParsedShellScripts(t *testing.T) {
 		res, err := p.Decide(context.Background(), in, DecideOptions{})
 		if err != nil || res.Decision != tc.decision || !slices.Equal(reasonIDs(res.Reasons), tc.reasons) {
 			t.Errorf("%q: %s %v, want %s %v (%v)", tc.script, res.Decision, reasonIDs(res.Reasons), tc.decision, tc.reasons, err)
+		}
+	}
+}
+
+// TestSandboxedDecisions: the default policy on documents Parse builds in a
+// sandbox and without one, network grant included.
+func TestSandboxedDecisions(t *testing.T) {
+	p := defaultP(t)
+	none := wire.SandboxInput{Mode: wire.SandboxNone, Reason: "--sandbox none", Home: "/root"}
+	for _, tc := range []struct {
+		script   string
+		sandbox  wire.SandboxInput
+		approval string
+		decision wire.Decision
+		reasons  []string
+		network  wire.Network
+	}{
+		{"cat /etc/passwd", nsSandbox("/root"), "", wire.Allow, []string{"avfs.allow.read_only"}, wire.NetworkNone},
+		{"cat /etc/passwd", none, "", wire.Deny, []string{"avfs.deny.outside_vault"}, ""},
+		{"cat ~/.gitconfig /workspace/src/a", nsSandbox("/root"), "", wire.Allow, []string{"avfs.allow.read_only"}, wire.NetworkNone},
+		{"cat ~/.gitconfig", none, "", wire.Deny, []string{"avfs.deny.outside_vault"}, ""},
+		{"echo hi > /tmp/x; cat /tmp/x", nsSandbox("/root"), "", wire.Allow, []string{"avfs.allow.read_only"}, wire.NetworkNone},
+		{"echo hi > /tmp/x", none, "", wire.Deny, []string{"avfs.deny.outside_vault"}, ""},
+		{"ls 2>/dev/null", none, "", wire.Allow, []string{"avfs.allow.read_only"}, wire.NetworkNone},
+		{"cd /usr/lib && rm -rf python3", nsSandbox("/root"), "", wire.Deny, []string{"avfs.deny.read_only_system"}, ""},
+		{"echo x >> /etc/hosts", nsSandbox("/root"), "", wire.Deny, []string{"avfs.deny.read_only_system"}, ""},
+		{"cat /var/log/syslog", nsSandbox("/root"), "", wire.Deny, []string{"avfs.deny.outside_vault"}, ""},
+		{"curl -o /tmp/f https://example.com", nsSandbox("/root"), "ap-1", wire.RequireApproval, []string{"avfs.approval.network", "avfs.sandbox.network_host"}, wire.NetworkHost},
+		{"curl https://example.com", nsSandbox("/root"), "", wire.RequireApproval, []string{"avfs.approval.network"}, wire.NetworkNone},
+		{"eval \"$CMD\"", nsSandbox("/root"), "ap-1", wire.RequireApproval, []string{"avfs.approval.dynamic_command"}, wire.NetworkNone},
+	} {
+		in, err := Parse(context.Background(), ParseRequest{Shell: tc.script, Cwd: "/", PathEnv: "/nonexistent",
+			Sandbox: tc.sandbox, Request: wire.RequestInput{ApprovalID: tc.approval}})
+		if err != nil {
+			t.Fatalf("%q: %v", tc.script, err)
+		}
+		res, err := p.Decide(context.Background(), in, DecideOptions{})
+		if err != nil || res.Decision != tc.decision || !slices.Equal(reasonIDs(res.Reasons), tc.reasons) || res.Sandbox.Network != tc.network {
+			t.Errorf("%q (%s): %s %v %+v, want %s %v network %q (%v)", tc.script, tc.sandbox.Mode, res.Decision, reasonIDs(res.Reasons), res.Sandbox, tc.decision, tc.reasons, tc.network, err)
 		}
 	}
 }

@@ -3,7 +3,9 @@
 # description: |
 #   The entrypoint avfs evaluates, data.avfs.decision: the highest decision
 #   that any rule gives for any of the input's commands, on the lattice
-#   deny > require_approval > allow_with_checkpoint > allow, with the reasons.
+#   deny > require_approval > allow_with_checkpoint > allow, with the reasons
+#   and what the decision grants the sandbox ({"network": "host"} for an
+#   approved run that needs the network, {"network": "none"} otherwise).
 #   Rules live in packages under data.avfs.rules (this bundle) and
 #   data.extensions (extension bundles); each defines a set "reasons" of
 #   objects {id, message, decision} built with data.avfs.lib.reason.
@@ -54,8 +56,39 @@ reasons contains r if some r in findings
 
 reasons contains baseline if lib.rank(baseline.decision) == level
 
+# METADATA
+# title: An approved run that needs the network reaches the host's network
+# description: |
+#   A run that needs approval because it reaches the network (a finding in
+#   host_network_reasons: network programs, remote sync, git remotes,
+#   package installs) and comes with an approval id gets the host's
+#   network in the sandbox; avfs runs it only once that approval verifies.
+#   Every other run keeps a loopback of its own. The subject is the
+#   approval id.
+# custom:
+#   id: avfs.sandbox.network_host
+#   decision: require_approval
+network_grant := lib.reason(rego.metadata.rule(), input.request.approval_id) if {
+	lib.decisions[level] == "require_approval"
+	is_string(input.request.approval_id)
+	input.request.approval_id != ""
+	some r in findings
+	r.id in lib.cfg.host_network_reasons
+}
+
+reasons contains network_grant
+
+# sandbox is what the decision grants the sandbox beyond its default view.
+sandbox := {"network": network}
+
+# network is "host" for an approved run that needs the network, else "none".
+default network := "none"
+
+network := "host" if network_grant
+
 # decision is what avfs reads.
 decision := {
 	"decision": lib.decisions[level],
 	"reasons": [r | some r in reasons],
+	"sandbox": sandbox,
 }

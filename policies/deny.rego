@@ -2,7 +2,8 @@
 # title: Deny rules
 # description: |
 #   What never runs: privilege changes, raw devices, paths outside the vault,
-#   downloaded code being executed, scripts that cannot be parsed, fork bombs.
+#   writes to the sandbox's read-only system, downloaded code being
+#   executed, scripts that cannot be parsed, fork bombs.
 package avfs.rules.deny
 
 import data.avfs.lib
@@ -60,14 +61,33 @@ device_writes contains r.target if {
 # METADATA
 # title: Paths outside the vault are denied
 # description: |
-#   Any path argument or redirect target that resolves outside the vault
-#   (absolute host paths, ~, .. escapes), except host_paths_allowed.
+#   Any path argument or redirect target outside the command's view: not
+#   the vault, nor, in a sandbox, its scratch (/tmp, its home, /dev, /proc)
+#   or read-only system (/usr, /etc …). That is every absolute host path,
+#   ~ and $HOME without a sandbox, ~user, .. escapes and paths known only
+#   at run time, except host_paths_allowed.
 # custom:
 #   id: avfs.deny.outside_vault
 #   decision: deny
 reasons contains lib.reason(rego.metadata.rule(), p.arg) if {
 	some p in input.paths
 	not lib.allowed_path(p)
+}
+
+# METADATA
+# title: Writing to the read-only system is denied
+# description: |
+#   In a sandbox the system (/usr, /bin, /etc …) is read-only: reading it is
+#   allowed, a write the tables see (a writing redirect, rm, cp's
+#   destination, sed -i, dd of= … see lib.writes_path) is denied rather
+#   than left to fail.
+# custom:
+#   id: avfs.deny.read_only_system
+#   decision: deny
+reasons contains lib.reason(rego.metadata.rule(), p.arg) if {
+	some p in input.paths
+	lib.where(p) == "read_only_system"
+	lib.writes_path(p)
 }
 
 # METADATA

@@ -208,11 +208,76 @@ privileged(cmd) if {
 	program_in(w.name, cfg.privileged_programs)
 }
 
-# allowed_path is true for an entry of input.paths inside the vault or on a
-# harmless device.
-allowed_path(p) if p.inside_vault == true
+# sandboxed is true when the command runs in the sandbox's namespaces
+# (input.sandbox.mode): only then is a path scratch or read_only_system. A
+# document without input.sandbox counts as one without a sandbox.
+sandboxed if input.sandbox.mode == "namespaces"
+
+# where is what an entry of input.paths names, as the rules take it:
+# scratch or read_only_system only in a sandbox and outside the vault;
+# vault only when inside_vault is true and where, if given, agrees; outside
+# otherwise (unknown, an inconsistent entry, or a document from before
+# where existed that is not inside the vault). A where that is missing or
+# "" is not given.
+where(p) := p.where if {
+	sandboxed
+	p.where in {"scratch", "read_only_system"}
+	p.inside_vault == false
+} else := "vault" if {
+	p.inside_vault == true
+	object.get(p, "where", "") in {"", "vault"}
+} else := "outside"
+
+# view_kinds are the kinds of path the command may name: the vault, and the
+# sandbox's scratch and read-only system (writes to the latter are judged
+# by avfs.deny.read_only_system).
+view_kinds := {"vault", "scratch", "read_only_system"}
+
+# allowed_path is true for an entry of input.paths in the command's view
+# (view_kinds) or on a harmless device.
+allowed_path(p) if where(p) in view_kinds
 
 allowed_path(p) if host_path_allowed(p.path)
+
+# writes_path is true for an entry of input.paths that its command writes,
+# as far as the tables tell: the target of a writing redirect; an operand
+# of a program of cfg.path_writers ("every" operand, or the "last" one, as
+# cp's destination); an operand of a program given one of the options
+# cfg.path_writer_options lists for it (sed -i); the value of a key=value
+# operand cfg.path_writer_keys lists (dd of=). Other writes are not seen
+# here: in a sandbox they fail on the read-only system.
+writes_path(p) if {
+	p.source == "redirect"
+	some r in redirects
+	r.target == p.arg
+	write_redirect(r)
+}
+
+writes_path(p) if {
+	p.source == "arg"
+	writes_arg(commands[p.command], p.arg)
+}
+
+writes_arg(cmd, arg) if {
+	cfg.path_writers[cmd.program] == "every"
+	arg in operands(cmd)
+}
+
+writes_arg(cmd, arg) if {
+	cfg.path_writers[cmd.program] == "last"
+	ops := operands(cmd)
+	arg == ops[count(ops) - 1]
+}
+
+writes_arg(cmd, arg) if {
+	strings.any_prefix_match(array.concat(cmd.args, cmd.flags), cfg.path_writer_options[cmd.program])
+	arg in operands(cmd)
+}
+
+writes_arg(cmd, arg) if {
+	some key in cfg.path_writer_keys[cmd.program]
+	sprintf("%s=%s", [key, arg]) in cmd.args
+}
 
 # host_path_allowed is true for host paths that are harmless devices (/dev/null …).
 host_path_allowed(path) if path in cfg.host_paths_allowed
@@ -343,7 +408,8 @@ vault_program(cmd) if {
 }
 
 # changes describes what may change the vault: every command that is not
-# read-only (the carrier aside) and every writing redirect. The input is
+# read-only (the carrier aside) and every writing redirect that does not
+# only write scratch. The input is
 # read-only when it is empty. A malformed input is denied anyway: it is not
 # looked at here, so that no rule trips over a missing field.
 changes contains cmd.raw if {
@@ -357,4 +423,16 @@ changes contains sprintf("%s %s", [r.op, r.target]) if {
 	not malformed
 	some r in redirects
 	write_redirect(r)
+	not scratch_target(r)
+}
+
+# scratch_target is true for a redirect whose target is scratch wherever
+# the script names it: what is written there never reaches the vault (or
+# the host).
+scratch_target(r) if {
+	entries := [p | some p in input.paths; p.source == "redirect"; p.arg == r.target]
+	count(entries) > 0
+	every p in entries {
+		where(p) == "scratch"
+	}
 }

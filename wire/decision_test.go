@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -39,6 +40,7 @@ func TestPolicyResultJSON(t *testing.T) {
 		Decision: Deny,
 		Reasons:  []Reason{{ID: "avfs.deny.privileged", Message: "m", Decision: Deny}},
 		Bundles:  []BundleInfo{{Name: "default", Revision: "r1", Roots: []string{"avfs"}}},
+		Sandbox:  SandboxGrant{Network: NetworkHost},
 		Trace: []TraceEvent{{Op: "enter", Rule: "data.avfs.decision", Query: "data.avfs.decision",
 			Location: &TraceLocation{File: "policies/decision.rego", Row: 3, Col: 1}, Depth: 1,
 			Locals: map[string]string{"cmd": `{"program": "ls"}`}}},
@@ -50,6 +52,7 @@ func TestPolicyResultJSON(t *testing.T) {
 	}
 	want := `{"decision":"deny","reasons":[{"id":"avfs.deny.privileged","message":"m","decision":"deny"}],` +
 		`"bundles":[{"name":"default","revision":"r1","roots":["avfs"]}],` +
+		`"sandbox":{"network":"host"},` +
 		`"trace":[{"op":"enter","rule":"data.avfs.decision","query":"data.avfs.decision","location":{"file":"policies/decision.rego","row":3,"col":1},"depth":1,"locals":{"cmd":"{\"program\": \"ls\"}"}}],` +
 		`"eval_us":42}`
 	if string(got) != want {
@@ -61,5 +64,11 @@ func TestPolicyResultJSON(t *testing.T) {
 	_ = json.Unmarshal(got, &m)
 	if _, ok := m["trace"]; ok {
 		t.Error("trace should be omitted when empty")
+	}
+	// A grant of nothing is an empty object, never null.
+	r.Sandbox = SandboxGrant{}
+	got, _ = json.Marshal(r)
+	if !strings.Contains(string(got), `"sandbox":{},`) {
+		t.Errorf("JSON without a grant: %s", got)
 	}
 }

@@ -91,8 +91,8 @@ type Redirect struct {
 // Path is an argument or redirect target that looks like a path.
 type Path struct {
 	Arg         string `json:"arg"`          // as written
-	Path        string `json:"path"`         // resolved: vault-absolute when inside, else the host path ("~/x" for home, "/../x" above the vault root)
-	InsideVault bool   `json:"inside_vault"` // false for absolute host paths, ~, $HOME and .. escapes
+	Path        string `json:"path"`         // resolved: vault-absolute when inside (an absolute path in the workspace too), else absolute ("~/x" for home, "/../x" above the vault root)
+	InsideVault bool   `json:"inside_vault"` // true exactly when Where is "vault"
 	Where       Where  `json:"where"`        // what the path names in the command's view (vault, scratch, read_only_system, outside, unknown)
 	Source      string `json:"source"`       // "arg" or "redirect"
 	Command     int    `json:"command"`      // index into Commands

@@ -47,6 +47,15 @@ const (
 	WhereUnknown        Where = "unknown"          // only known when the command runs ($DIR/x)
 )
 
+// Valid reports whether w is one of the kinds.
+func (w Where) Valid() bool {
+	switch w {
+	case WhereVault, WhereScratch, WhereReadOnlySystem, WhereOutside, WhereUnknown:
+		return true
+	}
+	return false
+}
+
 // SandboxInput is input.sandbox: how the command will be held, so that a
 // policy can tighten where the kernel is not holding the line.
 type SandboxInput struct {

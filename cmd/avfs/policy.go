@@ -24,6 +24,7 @@ import (
 
 	"avfs/bundles"
 	"avfs/engine"
+	"avfs/sandbox"
 	"avfs/wire"
 )
 
@@ -103,14 +104,20 @@ func policyEvalCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "eval",
 		Usage:     "decide what the policy says about a command, without running it",
-		UsageText: `avfs policy eval [--explain notes|fails|full] [--input] [--bundle DIR|FILE.tar.gz]… [--verification-key KEY] [--no-default-bundle] [--cwd DIR] (-- CMD [ARG…] | --shell "SCRIPT")`,
+		UsageText: `avfs policy eval [--explain notes|fails|full] [--input] [--bundle DIR|FILE.tar.gz]… [--verification-key KEY] [--no-default-bundle] [--cwd DIR] [--sandbox namespaces|none] [--approval ID] (-- CMD [ARG…] | --shell "SCRIPT")`,
 		Description: `Parses the command as avfs proxy exec would, evaluates the policy and
-prints the decision and its reasons. It exits 0 whatever the decision.`,
+prints the decision, its reasons and what it grants the sandbox. It exits
+0 whatever the decision. --sandbox says how the command would be held:
+in namespaces (the vault at ` + sandbox.DefaultWorkspace + `, a private home at your
+HOME) or without a sandbox. --approval decides as for a run under that
+approval; nothing is verified, since eval runs nothing.`,
 		Flags: append(bundleFlags(),
 			&cli.StringFlag{Name: "explain", Usage: "attach a trace: `MODE` notes, fails or full"},
 			&cli.BoolFlag{Name: "input", Usage: "print the input document the policy saw"},
 			&cli.StringFlag{Name: "shell", Usage: "evaluate the shell `SCRIPT` instead of an argv"},
 			&cli.StringFlag{Name: "cwd", Value: "/", Usage: "vault working `DIR` of the command"},
+			&cli.StringFlag{Name: "sandbox", Value: string(wire.SandboxNamespaces), Usage: "decide for a command held in `MODE` namespaces or none"},
+			&cli.StringFlag{Name: "approval", Usage: "decide as for a run under the approval `ID` (not verified)"},
 		),
 		Action: func(c *cli.Context) error {
 			argv, shell := c.Args().Slice(), c.String("shell")
@@ -122,6 +129,10 @@ prints the decision and its reasons. It exits 0 whatever the decision.`,
 			default:
 				return usageError("unknown --explain mode %q (want notes, fails or full)", mode)
 			}
+			view, err := evalSandbox(c.String("sandbox"))
+			if err != nil {
+				return err
+			}
 			p, _, err := e.loadPolicy(c)
 			if err != nil {
 				return err
@@ -131,6 +142,8 @@ prints the decision and its reasons. It exits 0 whatever the decision.`,
 				Shell:   shell,
 				Cwd:     c.String("cwd"),
 				PathEnv: os.Getenv("PATH"),
+				Request: wire.RequestInput{ApprovalID: c.String("approval")},
+				Sandbox: view,
 			})
 			if err != nil {
 				return fmt.Errorf("parse command: %w", err)
@@ -148,6 +161,25 @@ prints the decision and its reasons. It exits 0 whatever the decision.`,
 	}
 }
 
+// evalSandbox is input.sandbox for `policy eval --sandbox mode`: in
+// namespaces the vault at sandbox.DefaultWorkspace and a private home at
+// the invoking user's home ("/" when it is unknown); without a sandbox no
+// workspace, since eval mounts nothing, so absolute paths are the host's.
+func evalSandbox(mode string) (wire.SandboxInput, error) {
+	m := wire.SandboxMode(mode)
+	if !m.Valid() {
+		return wire.SandboxInput{}, usageError("unknown --sandbox mode %q (want namespaces or none)", mode)
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		home = "/"
+	}
+	if m == wire.SandboxNone {
+		return sandbox.Input(m, "--sandbox none", "", home), nil
+	}
+	return sandbox.Input(m, "", sandbox.DefaultWorkspace, home), nil
+}
+
 func printEval(w io.Writer, r evalResult) error {
 	fmt.Fprintf(w, "decision: %s\n", r.Decision)
 	rows := make([]string, 0, len(r.Reasons))
@@ -163,6 +195,7 @@ func printEval(w io.Writer, r evalResult) error {
 		names = append(names, bundleLabel(b))
 	}
 	fmt.Fprintf(w, "bundles: %s\n", strings.Join(names, ", "))
+	fmt.Fprintf(w, "sandbox: network %s\n", cmp.Or(r.Sandbox.Network, wire.NetworkNone))
 	if r.Input != nil {
 		fmt.Fprintln(w, "input:")
 		if err := writeJSON(w, r.Input); err != nil {

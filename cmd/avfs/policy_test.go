@@ -135,11 +135,79 @@ func TestPolicyEvalInputAndExplain(t *testing.T) {
 	}
 }
 
+// TestPolicyEvalSandbox: eval decides for the sandbox's view (namespaces by
+// default) or for none, shows the input.sandbox it built and the network
+// grant.
+func TestPolicyEvalSandbox(t *testing.T) {
+	home := []string{"HOME=/home/tester"}
+	tests := []struct {
+		args     []string
+		decision string
+		reasons  []string
+		network  string
+	}{
+		{[]string{"--", "cat", "/etc/passwd"}, "allow", []string{"avfs.allow.read_only"}, "none"},
+		{[]string{"--sandbox", "none", "--", "cat", "/etc/passwd"}, "deny", []string{"avfs.deny.outside_vault"}, ""},
+		{[]string{"--shell", "echo hi > /tmp/x; cat ~/.gitconfig /workspace/README.md"}, "allow", []string{"avfs.allow.read_only"}, "none"},
+		{[]string{"--", "rm", "-f", "/usr/bin/python3"}, "deny", []string{"avfs.deny.read_only_system"}, ""},
+		{[]string{"--", "curl", "https://example.com"}, "require_approval", []string{"avfs.approval.network"}, "none"},
+		{[]string{"--approval", "ap-1", "--", "curl", "https://example.com"}, "require_approval", []string{"avfs.approval.network", "avfs.sandbox.network_host"}, "host"},
+		{[]string{"--sandbox", "none", "--approval", "ap-1", "--", "git", "push"}, "require_approval", []string{"avfs.approval.git_remote", "avfs.sandbox.network_host"}, "host"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			doc, code := runAVFSJSON(t, home, append([]string{"policy", "eval"}, tt.args...)...)
+			ids := reasonIDs(doc)
+			slices.Sort(ids)
+			if code != 0 || doc["decision"] != tt.decision || !slices.Equal(ids, tt.reasons) {
+				t.Fatalf("exit %d: %v %v, want %s %v", code, doc["decision"], ids, tt.decision, tt.reasons)
+			}
+			grant, ok := doc["sandbox"].(map[string]any)
+			if got, _ := grant["network"].(string); !ok || got != tt.network {
+				t.Errorf("sandbox = %v, want network %q", doc["sandbox"], tt.network)
+			}
+		})
+	}
+
+	doc, code := runAVFSJSON(t, home, "policy", "eval", "--input", "--", "cat", "/workspace/a", "~/x", "/tmp/y", "/usr/z", "/var/w")
+	in, _ := doc["input"].(map[string]any)
+	sb, _ := in["sandbox"].(map[string]any)
+	if code != 0 || sb["mode"] != "namespaces" || sb["workspace"] != "/workspace" || sb["home"] != "/home/tester" || sb["reason"] != "" {
+		t.Fatalf("exit %d: input.sandbox = %v", code, in["sandbox"])
+	}
+	if scratch := fmt.Sprint(sb["scratch"]); !strings.Contains(scratch, "/home/tester") || !strings.Contains(scratch, "/tmp") {
+		t.Errorf("scratch = %s", scratch)
+	}
+	var wheres []string
+	for _, p := range in["paths"].([]any) {
+		m := p.(map[string]any)
+		wheres = append(wheres, fmt.Sprintf("%v=%v %v", m["arg"], m["path"], m["where"]))
+	}
+	want := []string{"/workspace/a=/a vault", "~/x=~/x scratch", "/tmp/y=/tmp/y scratch", "/usr/z=/usr/z read_only_system", "/var/w=/var/w outside"}
+	if !slices.Equal(wheres, want) {
+		t.Errorf("paths %q, want %q", wheres, want)
+	}
+	doc, _ = runAVFSJSON(t, home, "policy", "eval", "--input", "--sandbox", "none", "--", "cat", "/workspace/a")
+	in, _ = doc["input"].(map[string]any)
+	sb, _ = in["sandbox"].(map[string]any)
+	p, _ := in["paths"].([]any)
+	if sb["mode"] != "none" || sb["reason"] != "--sandbox none" || sb["workspace"] != "" || len(p) != 1 || p[0].(map[string]any)["where"] != "outside" {
+		t.Errorf("--sandbox none: sandbox %v paths %v", sb, p)
+	}
+
+	// People see the grant in text.
+	stdout, _, code := runAVFS(t, home, "policy", "eval", "--approval", "ap-1", "--", "curl", "https://example.com")
+	if code != 0 || !strings.Contains(stdout, "sandbox: network host") {
+		t.Errorf("exit %d:\n%s", code, stdout)
+	}
+}
+
 func TestPolicyEvalUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"policy", "eval"},
 		{"policy", "eval", "--shell", "ls", "--", "ls"},
 		{"policy", "eval", "--explain", "everything", "--", "ls"},
+		{"policy", "eval", "--sandbox", "chroot", "--", "ls"},
 	} {
 		doc, code := runAVFSJSON(t, nil, args...)
 		errObj, _ := doc["error"].(map[string]any)

@@ -89,7 +89,27 @@ doc(cmds, scr, paths) := {
 		"parent": "",
 	},
 	"request": {"timeout_ms": 0, "readonly": false, "approval_id": ""},
+	"sandbox": no_sandbox,
 }
+
+# no_sandbox is input.sandbox of a run without a sandbox.
+no_sandbox := {"mode": "none", "reason": "--sandbox none", "workspace": "", "home": "/root", "read_only_system": [], "scratch": []}
+
+# namespaces is input.sandbox of a run in a sandbox, as sandbox.Input builds it.
+namespaces := {
+	"mode": "namespaces",
+	"reason": "",
+	"workspace": "/workspace",
+	"home": "/root",
+	"read_only_system": ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/etc"],
+	"scratch": ["/tmp", "/dev", "/proc", "/root"],
+}
+
+# sandboxed is the document inp of a run in a sandbox.
+sandboxed(inp) := object.union(inp, {"sandbox": namespaces})
+
+# approved is the document inp of a run that comes with an approval id.
+approved(inp, id) := object.union(inp, {"request": {"timeout_ms": 0, "readonly": false, "approval_id": id}})
 
 # argv_input is the input for one plain command.
 argv_input(argv) := doc([cmd(argv)], null, [])
@@ -102,11 +122,19 @@ sh_c(source, cmds, extra) := doc(
 	[],
 )
 
-# path_entry is one entry of input.paths.
-path_entry(arg, path, inside, source) := {
+# path_entry is one entry of input.paths, vault when inside and outside
+# otherwise.
+path_entry(arg, path, true, source) := where_entry(arg, path, "vault", source)
+
+path_entry(arg, path, false, source) := where_entry(arg, path, "outside", source)
+
+# where_entry is one entry of input.paths that names where; inside_vault
+# agrees with it.
+where_entry(arg, path, where, source) := {
 	"arg": arg,
 	"path": path,
-	"inside_vault": inside,
+	"inside_vault": where == "vault",
+	"where": where,
 	"source": source,
 	"command": 0,
 }
