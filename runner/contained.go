@@ -154,6 +154,7 @@ func (p *Proc) superviseSandboxed() {
 		if sr.Reported {
 			res.ExitCode, res.Signal = waitStatus(sr.Status)
 			res.KilledInSandbox = sr.Ended
+			res.SandboxTeardown = max(waited.Sub(sr.At), 0)
 		} else {
 			res.ExitCode, res.Signal = waitStatus(p.cmd.ProcessState.Sys().(syscall.WaitStatus))
 		}

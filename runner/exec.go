@@ -528,7 +528,7 @@ func (x *execution) run(ctx context.Context) error {
 	x.out.Timing.RunMS = ms(time.Since(x.started))
 	if x.out.Sandbox != nil && x.out.Sandbox.Mode == wire.SandboxNamespaces {
 		x.out.Sandbox.Landlock = proc.Landlock()
-		x.out.Timing.SandboxMS = ms(x.proc.SandboxSetup)
+		x.out.Timing.SandboxMS = ms(x.proc.SandboxSetup + x.proc.SandboxTeardown)
 	}
 	if err != nil {
 		return err

@@ -144,8 +144,10 @@ type ProcResult struct {
 	// KilledInSandbox counts, for a sandboxed command, the processes it
 	// left running that its sandbox ended (their pids are the namespace's).
 	KilledInSandbox int
-	// SandboxSetup is how long building the sandbox took (0 without one).
-	SandboxSetup time.Duration
+	// SandboxSetup is how long building the sandbox took, and
+	// SandboxTeardown how long its init took to go once the run was over
+	// (0 without one).
+	SandboxSetup, SandboxTeardown time.Duration
 }
 
 // Proc is a started command.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -30,6 +31,8 @@ type Process struct {
 
 	status *os.File      // our end of the status pipe
 	lines  *bufio.Reader // over status
+	last   chan string   // the init's last line ("exit …"), once it wrote it
+	lastAt time.Time     // when it arrived
 	plan   *os.File
 	child  []*os.File // the init's ends, closed once it has them
 }
@@ -44,6 +47,9 @@ type Result struct {
 	// Ended counts the processes the command left running that the init
 	// ended after it exited.
 	Ended int
+	// At is when the init reported; what follows until it is reaped is
+	// the teardown of the run's namespaces.
+	At time.Time
 }
 
 // New prepares the sandbox of spec; nothing runs until Start. The exe is
@@ -112,6 +118,12 @@ func (p *Process) Start() error {
 	line, rerr := p.lines.ReadString('\n')
 	if abi, ok := strings.CutPrefix(line, "ready "); ok {
 		p.Landlock, _ = strconv.Atoi(strings.TrimSpace(abi))
+		p.last = make(chan string, 1)
+		go func() {
+			line, _ := p.lines.ReadString('\n')
+			p.lastAt = time.Now()
+			p.last <- line
+		}()
 		return nil
 	}
 	// The init failed (or died): it wrote why, or nothing.
@@ -136,10 +148,11 @@ func setupError(s string) error {
 }
 
 // Result reads how the command ended, once the init has exited (after
-// Cmd.Wait).
+// Cmd.Wait). Teardown is how long the init took to go after it reported
+// (the kernel tearing the namespaces down).
 func (p *Process) Result() Result {
 	defer p.status.Close()
-	line, _ := p.lines.ReadString('\n')
+	line := <-p.last
 	f := strings.Fields(strings.TrimPrefix(line, "exit "))
 	if !strings.HasPrefix(line, "exit ") || len(f) != 2 {
 		return Result{}
@@ -149,7 +162,7 @@ func (p *Process) Result() Result {
 	if err1 != nil || err2 != nil {
 		return Result{}
 	}
-	return Result{Status: syscall.WaitStatus(st), Reported: true, Ended: ended}
+	return Result{Status: syscall.WaitStatus(st), Reported: true, Ended: ended, At: p.lastAt}
 }
 
 // Close releases what Start did not (when Start was never called).

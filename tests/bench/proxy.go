@@ -56,7 +56,7 @@ func proxyBench(ctx context.Context, cfg config) ([]section, error) {
 	}{
 		{"allow (`true`)", []string{"--", "true"}},
 		{"allow_with_checkpoint (`rm -f absent`)", []string{"--", "rm", "-f", "absent"}},
-		{"deny (`cat /etc/passwd`)", []string{"--", "cat", "/etc/passwd"}},
+		{"deny (`cat /srv/x`)", []string{"--", "cat", "/srv/x"}},
 		{"require_approval (`curl x`)", []string{"--", "curl", "http://x.invalid"}},
 	}
 	var rows [][]string
