@@ -611,7 +611,7 @@ func TestProxyDecisions(t *testing.T) {
 			argv   []string
 			reason string
 		}{
-			{[]string{"cat", "/etc/passwd"}, "avfs.deny.outside_vault"},
+			{[]string{"cat", "/srv/avfs-test/secret"}, "avfs.deny.outside_vault"},
 			{[]string{"sudo", "ls"}, "avfs.deny.privileged"},
 		} {
 			audit, cps := a.audit(), a.checkpointIDs()
