@@ -16,13 +16,15 @@ build: bin/avfs
 bin/avfs: $(shell find . -name '*.go' -not -path './bin/*' 2>/dev/null) go.mod go.sum $(shell find policies -type f 2>/dev/null)
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o bin/avfs ./cmd/avfs
 
-# deps installs the system packages the tests use (FUSE tools, sqlite3, git).
+# deps installs the system packages the tests use (FUSE tools, sqlite3, git,
+# libtool).
 # It does nothing when they are present; CI calls it through .ci/run.
 deps:
 	@missing=""; \
 	command -v fusermount3 >/dev/null || missing="$$missing fuse3"; \
 	command -v sqlite3 >/dev/null || missing="$$missing sqlite3"; \
 	command -v git >/dev/null || missing="$$missing git"; \
+	command -v libtool >/dev/null || missing="$$missing libtool-bin"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
