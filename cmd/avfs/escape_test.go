@@ -98,7 +98,7 @@ func plant(t *testing.T, p, content string) {
 	t.Cleanup(func() { os.Remove(p) })
 }
 
-// absentOnHost fails the test if p exists on the host (and removes it).
+// absentOnHost returns an error if p exists on the host (and removes it).
 func absentOnHost(t *testing.T, p string) error {
 	if _, err := os.Lstat(p); err == nil {
 		os.RemoveAll(p)
@@ -200,7 +200,7 @@ type escapeCase struct {
 	prepare func(t *testing.T) (script string, held func(t *testing.T, r proxyRun, out string) error)
 }
 
-// escapeEnv are the secrets in avfs's own environment.
+// escapeSecrets are the secrets in avfs's own environment.
 func escapeSecrets(tok string) (aws, approver string) {
 	return "aws-" + tok + "-s3cr3t", "approver-" + tok + "-key"
 }
