@@ -17,13 +17,15 @@ bin/avfs: $(shell find . -name '*.go' -not -path './bin/*' 2>/dev/null) go.mod g
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o bin/avfs ./cmd/avfs
 
 # deps installs the system packages the tests and benchmarks use (FUSE tools,
-# sqlite3, git, and bubblewrap, which `make bench` measures the sandbox against).
+# sqlite3, git, libtool for the real-tools tests, and bubblewrap, which
+# `make bench` measures the sandbox against).
 # It does nothing when they are present; CI calls it through .ci/run.
 deps:
 	@missing=""; \
 	command -v fusermount3 >/dev/null || missing="$$missing fuse3"; \
 	command -v sqlite3 >/dev/null || missing="$$missing sqlite3"; \
 	command -v git >/dev/null || missing="$$missing git"; \
+	command -v libtool >/dev/null || missing="$$missing libtool-bin"; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
