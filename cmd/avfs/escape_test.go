@@ -40,7 +40,11 @@ func testdataBundle(t *testing.T, name string) string {
 // allowAllFlags are the proxy exec flags that load only the bundle
 // testdata/NAME, and hold the command in sandbox mode.
 func allowAllFlags(t *testing.T, name, mode string) []string {
-	return []string{"--bundle", testdataBundle(t, name), "--no-default-bundle", "--sandbox", mode}
+	flags := []string{"--bundle", testdataBundle(t, name), "--no-default-bundle", "--sandbox", mode}
+	if mode == string(wire.SandboxNone) { // the bundle is the test's, writable by the command
+		flags = append(flags, "--allow-writable-trust")
+	}
+	return flags
 }
 
 // heldRun runs `sh -c SCRIPT` under the policy of testdata/BUNDLE in

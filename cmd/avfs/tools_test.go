@@ -235,7 +235,7 @@ func TestToolsSandboxNone(t *testing.T) {
 		t.Fatalf("sandbox: %s", r.raw)
 	}
 	equal(t, "HOME", r.stdout(t), dir+"\n")
-	if !strings.HasPrefix(dir, a.tmpDir()+"/avfs-exec-") {
+	if !strings.HasPrefix(dir, a.runDir()+"/exec-") {
 		t.Fatalf("mount dir %s", dir)
 	}
 }
