@@ -151,25 +151,46 @@ func defaultActor() string {
 // Create makes a new vault file at path named name. It fails with
 // already_exists when the file exists.
 func Create(ctx context.Context, path, name string, opts Options) (*Vault, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	exists := func() error {
+		return wire.Errorf(wire.CodeAlreadyExists, "create vault %q: %s already exists", name, path).With("vault", name)
+	}
+	if _, err := os.Lstat(path); err == nil {
+		return nil, exists()
+	}
+	// The vault is made whole under a name of its own, then linked into
+	// place: a process that opens path (two first runs creating the
+	// default vault at once) never sees a file without its schema, and
+	// link(2) lets exactly one creator win.
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := fmt.Sprintf("%s.creating-%x", path, rnd)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return nil, wire.Errorf(wire.CodeAlreadyExists, "create vault %q: %s already exists", name, path).With("vault", name)
-		}
 		return nil, wire.Errorf(wire.CodeHostIO, "create vault %q: %w", name, err)
 	}
 	f.Close()
-	v, err := open(path, opts)
+	defer removeFiles(tmp)
+	v, err := open(tmp, opts)
 	if err != nil {
-		os.Remove(path)
 		return nil, err
 	}
 	if err := v.init(ctx, name, "", "", 0); err != nil {
 		v.Close()
-		removeFiles(path)
 		return nil, err
 	}
-	return v, nil
+	if err := v.Close(); err != nil { // the last close folds the log into the file
+		return nil, err
+	}
+	if fi, err := os.Stat(tmp + "-wal"); err == nil && fi.Size() > 0 {
+		return nil, wire.Errorf(wire.CodeInternal, "create vault %q: the new vault's log was not folded into it", name)
+	}
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, exists()
+		}
+		return nil, wire.Errorf(wire.CodeHostIO, "create vault %q: %w", name, err)
+	}
+	return Open(ctx, path, opts)
 }
 
 // Open opens an existing vault file. It fails with vault_not_found when

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -122,6 +123,32 @@ func TestErrorsAreTyped(t *testing.T) {
 	for _, p := range []string{"/a/b", "/b", "/a/file"} {
 		if _, err := v.Stat(ctx, p); err != nil {
 			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+// TestOpenOrCreateConcurrently: runs that create the default vault at
+// once all get it, whole (none sees a file without its schema).
+func TestOpenOrCreateConcurrently(t *testing.T) {
+	for round := 0; round < 5; round++ {
+		dir := t.TempDir()
+		errs := make(chan error, 8)
+		for range 8 {
+			go func() {
+				v, err := NewStore(dir, Options{}).OpenOrCreate(context.Background(), DefaultName)
+				if err == nil {
+					v.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range 8 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if ents, _ := os.ReadDir(filepath.Join(dir, "vaults")); len(ents) != 1 {
+			t.Fatalf("round %d: left %v", round, ents)
 		}
 	}
 }
