@@ -26,6 +26,7 @@
 // whole PID namespace.
 
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -459,6 +460,25 @@ static long elapsed_ms(struct timespec *since) {
 
 static void on_signal(int sig) { (void)sig; }
 
+// others counts the processes of the run besides the init and the
+// command (pid child, 0 once reaped): those it left behind. They are
+// counted from the run's own /proc when the end begins, not as they are
+// reaped: a process that dies with its parent may be reaped by it.
+static int others(pid_t child) {
+	DIR *d = opendir("/proc");
+	if (!d) return 0;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (*end || pid <= 1 || pid == child) continue;
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
 // ends reports whether sig, from avfs, ends the run: it reaches every
 // process, and SIGKILL follows after the grace. Other signals are only
 // passed on.
@@ -473,6 +493,7 @@ static int ends(int sig) { return sig == SIGTERM || sig == SIGINT || sig == SIGH
 // than the command that were still there when the end began.
 static int supervise(pid_t child, sigset_t *set) {
 	int status = 0, done = 0, ended = 0, ending = 0, killed = 0;
+	pid_t live = child; // the command, until reaped
 	struct timespec since;
 	for (;;) {
 		int st;
@@ -481,13 +502,13 @@ static int supervise(pid_t child, sigset_t *set) {
 			if (p == child) {
 				status = st;
 				done = 1;
-			} else if (ending) {
-				ended++;
+				live = 0;
 			}
 		}
 		if (p < 0 && errno == ECHILD) break; // nothing is left
 		if (done && !ending) {
 			ending = 1;
+			ended = others(live);
 			clock_gettime(CLOCK_MONOTONIC, &since);
 			kill(-1, SIGTERM);
 			kill(-1, SIGCONT);
@@ -502,12 +523,13 @@ static int supervise(pid_t child, sigset_t *set) {
 		int sig = ending ? sigtimedwait(set, &si, &tick) : sigwaitinfo(set, &si);
 		if (sig <= 0 || sig == SIGCHLD) continue;
 		if (si.si_pid != 0 || (si.si_code != SI_USER && si.si_code != SI_TKILL && si.si_code != SI_QUEUE)) continue; // from inside the run
-		kill(-1, sig);
-		if (sig != SIGCONT) kill(-1, SIGCONT);
 		if (ends(sig) && !ending) {
 			ending = 1;
+			ended = others(live);
 			clock_gettime(CLOCK_MONOTONIC, &since);
 		}
+		kill(-1, sig);
+		if (sig != SIGCONT) kill(-1, SIGCONT);
 	}
 	say("exit %d %d\n", status, ended);
 	return 0;

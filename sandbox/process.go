@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -113,7 +114,12 @@ func (p *Process) Start() error {
 	p.child = nil
 	if err != nil {
 		p.status.Close()
-		return wire.Errorf(wire.CodeSandbox, "sandbox: start: %v", err).With("step", "clone")
+		werr := wire.Errorf(wire.CodeSandbox, "sandbox: start: %v", err).With("step", "clone")
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			werr = werr.With("errno", errno.Error())
+		}
+		return werr
 	}
 	line, rerr := p.lines.ReadString('\n')
 	if abi, ok := strings.CutPrefix(line, "ready "); ok {
