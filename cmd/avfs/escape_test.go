@@ -347,10 +347,15 @@ func escapeCases(a *avfs, tok string) []escapeCase {
 		}},
 		{name: "host process", contrast: true, prepare: func(t *testing.T) (string, func(*testing.T, proxyRun, string) error) {
 			pid := hostSleep(t).Process.Pid
-			script := fmt.Sprintf("kill -9 %d; echo kill=$?; test -e /proc/%d && echo visible; echo pids: $(ls /proc | grep -cE '^[0-9]+$')", pid, pid)
+			// PTRACE_ATTACH (16) of the host's process, and of the run's own init.
+			ptrace := `python3 -c "import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); print('ptrace=%d,%d' % (l.ptrace(16, int(sys.argv[1]), 0, 0), l.ptrace(16, 1, 0, 0)))" `
+			script := fmt.Sprintf("kill -9 %d; echo kill=$?; test -e /proc/%d && echo visible; echo pids: $(ls /proc | grep -cE '^[0-9]+$'); %s%d", pid, pid, ptrace, pid)
 			return script, func(t *testing.T, r proxyRun, out string) error {
 				if !regexp.MustCompile(`kill=[1-9]`).MatchString(out) {
 					return fmt.Errorf("kill -9 %d succeeded: %s", pid, out)
+				}
+				if !strings.Contains(out, "ptrace=-1,-1") {
+					return fmt.Errorf("ptrace attached to the host's process or to the sandbox's init: %s", out)
 				}
 				if st := processState(pid); st == "" || st == "Z" || st == "X" {
 					return fmt.Errorf("the host's sleep %d is gone (state %q)", pid, st)

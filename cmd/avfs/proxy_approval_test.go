@@ -1,6 +1,9 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -323,4 +326,44 @@ func TestProxyApprovalSummaryLine(t *testing.T) {
 	if line = string(r.stderr); r.code != wire.ExitNotRun || !strings.Contains(line, "approval "+id+" denied") || strings.Contains(line, "grant with") {
 		t.Fatalf("denied: exit %d, %q", r.code, line)
 	}
+}
+
+// TestProxyApprovedNetwork: the default policy gives a run the host's
+// network exactly when its network access was approved; before the
+// grant (and for any other run) the sandbox has loopback of its own only.
+func TestProxyApprovedNetwork(t *testing.T) {
+	t.Parallel()
+	requireFUSE(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "reached host") }))
+	defer srv.Close()
+	a := newProxyAVFS(t)
+	argv := []string{"curl", "-sS", "--max-time", "5", srv.URL}
+	id := a.requestAny(nil, argv...)
+	a.ok("approval", "grant", id)
+	r := a.proxy([]string{"--approval", id}, argv...)
+	r.ok(t, wire.RequireApproval)
+	if r.env.Sandbox == nil || r.env.Sandbox.Mode != wire.SandboxNamespaces || r.env.Sandbox.Network != wire.NetworkHost {
+		t.Fatalf("approved network run: %s", r.raw)
+	}
+	equal(t, "approved curl", r.stdout(t), "reached host")
+	// The same listener from a run that was allowed without approval
+	// (a script the policy cannot see into) is out of reach.
+	a.write("curl -sS --max-time 5 \"$URL\" || echo refused\n", "/fetch.sh")
+	r = a.proxy([]string{"--env", "URL=" + srv.URL}, "sh", "fetch.sh")
+	r.ok(t, wire.AllowWithCheckpoint)
+	if r.env.Sandbox.Network != wire.NetworkNone || !strings.Contains(r.stdout(t), "refused") || strings.Contains(r.stdout(t), "reached host") {
+		t.Fatalf("unapproved run reached the host's network: %s", r.raw)
+	}
+}
+
+// requestAny runs argv, which must need approval under the active
+// policy, and returns the pending approval's id.
+func (a *avfs) requestAny(flags []string, argv ...string) string {
+	a.t.Helper()
+	r := a.proxy(flags, argv...)
+	r.want(a.t, wire.RequireApproval, wire.ExitNotRun)
+	if r.env.Approval == nil || r.env.Approval.Status != "pending" {
+		a.t.Fatalf("request: %s", r.raw)
+	}
+	return r.env.Approval.ID
 }
