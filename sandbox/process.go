@@ -98,6 +98,11 @@ func start(exe string, plan []byte, spec Spec) (*Process, error) {
 			// avfs's terminal signals do not reach it directly.
 			Setsid:    true,
 			Pdeathsig: syscall.SIGKILL,
+			// The init runs as the user's own uid in its namespace: an
+			// exec drops the namespace's capabilities from any uid but 0,
+			// so the ones building the view need are kept across it
+			// (the init drops them all before the command starts).
+			AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP},
 		},
 	}
 	return &Process{Cmd: cmd, status: sr, lines: bufio.NewReader(sr), plan: planFile, child: []*os.File{planFile, sw}}, nil
