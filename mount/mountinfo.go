@@ -15,17 +15,18 @@ import (
 // mount: "avfs:" and the vault's name. IsAvfsMount knows avfs mounts by it.
 const FsNamePrefix = "avfs:"
 
-// mountEntry is what avfs reads of one line of /proc/self/mountinfo.
-type mountEntry struct {
-	Dir    string // mount point, unescaped
-	FSType string // "fuse.avfs", "tmpfs", ...
-	Source string // the mount source (a FUSE server's fsname), unescaped
+// Entry is what avfs reads of one line of /proc/self/mountinfo.
+type Entry struct {
+	Dir          string // mount point, unescaped
+	FSType       string // "fuse.avfs", "tmpfs", ...
+	Source       string // the mount source (a FUSE server's fsname), unescaped
+	Major, Minor uint32 // the device of its files
 }
 
-// avfs reports whether e is an avfs FUSE mount: a fuse file system
+// Avfs reports whether e is an avfs FUSE mount: a fuse file system
 // (fstype "fuse" or "fuse.SUBTYPE"; not "fuseblk") whose source starts
 // with FsNamePrefix.
-func (e mountEntry) avfs() bool {
+func (e Entry) Avfs() bool {
 	return (e.FSType == "fuse" || strings.HasPrefix(e.FSType, "fuse.")) && strings.HasPrefix(e.Source, FsNamePrefix)
 }
 
@@ -34,8 +35,8 @@ func (e mountEntry) avfs() bool {
 // to a lone "-", then fstype, source and super options; fields are
 // separated by spaces, which paths and sources escape (with tab, newline
 // and backslash) as \ooo octal. Malformed lines are skipped.
-func parseMountinfo(r io.Reader) ([]mountEntry, error) {
-	var out []mountEntry
+func parseMountinfo(r io.Reader) ([]Entry, error) {
+	var out []Entry
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
@@ -46,17 +47,24 @@ func parseMountinfo(r io.Reader) ([]mountEntry, error) {
 	return out, sc.Err()
 }
 
-func parseMountinfoLine(line string) (mountEntry, bool) {
+func parseMountinfoLine(line string) (Entry, bool) {
 	f := strings.Split(line, " ")
 	if len(f) < 9 { // 6 fixed fields, "-", fstype, source
-		return mountEntry{}, false
+		return Entry{}, false
+	}
+	maj, min, ok := strings.Cut(f[2], ":")
+	ma, err1 := strconv.ParseUint(maj, 10, 32)
+	mi, err2 := strconv.ParseUint(min, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return Entry{}, false
 	}
 	for i := 6; i+2 < len(f); i++ {
 		if f[i] == "-" {
-			return mountEntry{Dir: unescapeMount(f[4]), FSType: unescapeMount(f[i+1]), Source: unescapeMount(f[i+2])}, true
+			return Entry{Dir: unescapeMount(f[4]), FSType: unescapeMount(f[i+1]), Source: unescapeMount(f[i+2]),
+				Major: uint32(ma), Minor: uint32(mi)}, true
 		}
 	}
-	return mountEntry{}, false
+	return Entry{}, false
 }
 
 // unescapeMount decodes the octal escapes of mountinfo fields (\040 for
@@ -96,18 +104,27 @@ func mountDir(dir string) (string, error) {
 	return abs, nil
 }
 
-// mountAt returns the mount visible at dir (resolved by mountDir): the
-// last one mounted there, as mounts stack. found is false for a
-// directory that is not a mount point.
-func mountAt(dir string) (e mountEntry, found bool, err error) {
+// Mounts reads this process's mount table, in mount order.
+func Mounts() ([]Entry, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return e, false, wire.Errorf(wire.CodeHostIO, "read the mount table: %v", err)
+		return nil, wire.Errorf(wire.CodeHostIO, "read the mount table: %v", err)
 	}
 	defer f.Close()
 	entries, err := parseMountinfo(f)
 	if err != nil {
-		return e, false, wire.Errorf(wire.CodeHostIO, "read the mount table: %v", err)
+		return nil, wire.Errorf(wire.CodeHostIO, "read the mount table: %v", err)
+	}
+	return entries, nil
+}
+
+// MountAt returns the mount visible at dir (absolute and clean, taken as
+// the mount table names it): the last one mounted there, as mounts stack.
+// found is false for a directory that is not a mount point.
+func MountAt(dir string) (e Entry, found bool, err error) {
+	entries, err := Mounts()
+	if err != nil {
+		return e, false, err
 	}
 	for _, m := range entries {
 		if m.Dir == dir {
@@ -134,6 +151,6 @@ func IsAvfsMount(dir string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	e, found, err := mountAt(p)
-	return found && e.avfs(), err
+	e, found, err := MountAt(p)
+	return found && e.Avfs(), err
 }

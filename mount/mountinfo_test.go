@@ -15,54 +15,54 @@ func TestParseMountinfo(t *testing.T) {
 	cases := []struct {
 		name string
 		line string
-		want mountEntry
+		want Entry
 		ok   bool
 		avfs bool
 	}{
 		{
 			name: "avfs mount",
 			line: `812 29 0:98 / /tmp/run/root rw,nosuid,nodev,relatime shared:450 - fuse.avfs avfs:work rw,user_id=0,group_id=0,default_permissions`,
-			want: mountEntry{Dir: "/tmp/run/root", FSType: "fuse.avfs", Source: "avfs:work"}, ok: true, avfs: true,
+			want: Entry{Dir: "/tmp/run/root", FSType: "fuse.avfs", Source: "avfs:work", Minor: 98}, ok: true, avfs: true,
 		},
 		{
 			name: "escaped spaces, tab, newline and backslash",
 			line: `813 29 0:99 / /home/a\040b/my\011mnt\012x\134y rw - fuse avfs:my\040vault rw`,
-			want: mountEntry{Dir: "/home/a b/my\tmnt\nx\\y", FSType: "fuse", Source: "avfs:my vault"}, ok: true, avfs: true,
+			want: Entry{Dir: "/home/a b/my\tmnt\nx\\y", FSType: "fuse", Source: "avfs:my vault", Minor: 99}, ok: true, avfs: true,
 		},
 		{
 			name: "several optional fields",
 			line: `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 shared:2 propagate_from:3 - fuse.avfs avfs:v rw`,
-			want: mountEntry{Dir: "/mnt2", FSType: "fuse.avfs", Source: "avfs:v"}, ok: true, avfs: true,
+			want: Entry{Dir: "/mnt2", FSType: "fuse.avfs", Source: "avfs:v", Major: 98}, ok: true, avfs: true,
 		},
 		{
 			name: "no optional fields",
 			line: `25 1 0:22 / /dev/shm rw,nosuid,nodev - tmpfs tmpfs rw`,
-			want: mountEntry{Dir: "/dev/shm", FSType: "tmpfs", Source: "tmpfs"}, ok: true,
+			want: Entry{Dir: "/dev/shm", FSType: "tmpfs", Source: "tmpfs", Minor: 22}, ok: true,
 		},
 		{
 			name: "tmpfs whose source claims avfs",
 			line: `26 1 0:23 / /x rw - tmpfs avfs:fake rw`,
-			want: mountEntry{Dir: "/x", FSType: "tmpfs", Source: "avfs:fake"}, ok: true,
+			want: Entry{Dir: "/x", FSType: "tmpfs", Source: "avfs:fake", Minor: 23}, ok: true,
 		},
 		{
 			name: "another FUSE file system",
 			line: `27 1 0:24 / /y rw - fuse.sshfs host:/srv rw`,
-			want: mountEntry{Dir: "/y", FSType: "fuse.sshfs", Source: "host:/srv"}, ok: true,
+			want: Entry{Dir: "/y", FSType: "fuse.sshfs", Source: "host:/srv", Minor: 24}, ok: true,
 		},
 		{
 			name: "fuseblk is not a FUSE mount avfs makes",
 			line: `28 1 8:1 / /z rw - fuseblk avfs:v rw`,
-			want: mountEntry{Dir: "/z", FSType: "fuseblk", Source: "avfs:v"}, ok: true,
+			want: Entry{Dir: "/z", FSType: "fuseblk", Source: "avfs:v", Major: 8, Minor: 1}, ok: true,
 		},
 		{
 			name: "source avfs without the colon",
 			line: `29 1 0:25 / /w rw - fuse.avfs avfs rw`,
-			want: mountEntry{Dir: "/w", FSType: "fuse.avfs", Source: "avfs"}, ok: true,
+			want: Entry{Dir: "/w", FSType: "fuse.avfs", Source: "avfs", Minor: 25}, ok: true,
 		},
 		{
 			name: "a backslash without octal digits is kept",
 			line: `30 1 0:26 / /a\b\04 rw - fuse avfs:\x rw`,
-			want: mountEntry{Dir: `/a\b\04`, FSType: "fuse", Source: `avfs:\x`}, ok: true, avfs: true,
+			want: Entry{Dir: `/a\b\04`, FSType: "fuse", Source: `avfs:\x`, Minor: 26}, ok: true, avfs: true,
 		},
 		{name: "no separator", line: `31 1 0:27 / /b rw fuse avfs:v rw`},
 		{name: "truncated", line: `32 1 0:28 / /c`},
@@ -74,8 +74,8 @@ func TestParseMountinfo(t *testing.T) {
 			if ok != tc.ok || got != tc.want {
 				t.Fatalf("parse %q: %+v %v, want %+v %v", tc.line, got, ok, tc.want, tc.ok)
 			}
-			if got.avfs() != tc.avfs {
-				t.Fatalf("avfs: %v, want %v", got.avfs(), tc.avfs)
+			if got.Avfs() != tc.avfs {
+				t.Fatalf("avfs: %v, want %v", got.Avfs(), tc.avfs)
 			}
 		})
 	}

@@ -304,13 +304,13 @@ func Unmount(dir string, lazy bool) error {
 	if err != nil {
 		return wire.Errorf(wire.CodeInvalidInput, "unmount: %v", err)
 	}
-	e, found, err := mountAt(abs)
+	e, found, err := MountAt(abs)
 	switch {
 	case err != nil:
 		return fmt.Errorf("unmount %s: %w", abs, err)
 	case !found:
 		return wire.Errorf(wire.CodeNotMounted, "unmount: %s is not mounted", abs).With("dir", abs)
-	case !e.avfs():
+	case !e.Avfs():
 		return wire.Errorf(wire.CodeNotMounted, "unmount: %s is not an avfs mount (%s from %q); refused", abs, e.FSType, e.Source).
 			With("dir", abs).With("fstype", e.FSType).With("source", e.Source)
 	}
@@ -424,7 +424,7 @@ func KillHolders(dir string, wait time.Duration) {
 // IsMounted reports whether dir is a mount point (from /proc/self/mountinfo),
 // of any file system; dir is compared as given.
 func IsMounted(dir string) bool {
-	_, found, err := mountAt(dir)
+	_, found, err := MountAt(dir)
 	return err == nil && found
 }
 

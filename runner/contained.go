@@ -161,31 +161,8 @@ func (p *Proc) superviseSandboxed() {
 	} else {
 		res.ExitCode = -1
 	}
-	closeAll(p.stdinW)
-	timer := time.NewTimer(drainWait)
-	for _, d := range []*drain{p.stdout, p.stderr} {
-		select {
-		case <-d.done:
-		case <-timer.C:
-			p.stdout.r.Close()
-			p.stderr.r.Close()
-			<-d.done
-		}
-	}
-	timer.Stop()
-	p.stdout.r.Close()
-	p.stderr.r.Close()
-	for _, t := range p.tees {
-		t.close(teeWait)
-	}
-	res.TimedOut, res.Interrupted = timedOut, interrupted
-	res.Duration = end.Sub(p.started)
-	res.Stdout = p.stdout.cap.output()
-	res.Stdout.LiveDropped = p.stdout.live.droppedBytes()
-	res.Stderr = p.stderr.cap.output()
-	res.Stderr.LiveDropped = p.stderr.live.droppedBytes()
 	res.SandboxSetup = p.setup
-	p.end(res, err)
+	p.finish(res, err, timedOut, interrupted, end)
 }
 
 // initSlack is how long past the grace avfs waits for a sandbox's init

@@ -21,7 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"avfs/mount"
-	"avfs/wire"
 )
 
 // GuardDelay is how long a command runs in a FUSE mount before avfs starts
@@ -176,8 +175,8 @@ func cleanRun(dir string) {
 	if err != nil {
 		return
 	}
-	if isAvfs && (mp.FsName == "" || m.source == mp.FsName) {
-		killHolders(mp.Dir, 2*time.Second, m.onDevice) // before a dead mount is detached, while their paths still show where they are
+	if isAvfs && (mp.FsName == "" || m.Source == mp.FsName) {
+		killHolders(mp.Dir, 2*time.Second, onDevice(m)) // before a dead mount is detached, while their paths still show where they are
 		_ = mount.CleanStale(mp.Dir)
 		if mount.IsMounted(mp.Dir) {
 			if mount.Unmount(mp.Dir, false) != nil {
@@ -321,122 +320,43 @@ func holds(pid int, dir string, in func(pid int, link string) bool) bool {
 	return false
 }
 
-// mountEntry is one line of /proc/self/mountinfo.
-type mountEntry struct {
-	point, fstype, source string
-	major, minor          uint32
-}
-
-// onDevice reports whether the /proc link (a process's cwd, root, exe or
-// fd) is on m's device. statx with an empty mask and AT_STATX_DONT_SYNC
-// asks the file system nothing, so a dead FUSE mount (whose server is
-// gone) still answers, and one the caller may not enter too.
-func (m mountEntry) onDevice(_ int, link string) bool {
-	var sx unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, link, unix.AT_STATX_DONT_SYNC, 0, &sx); err != nil {
-		return false
-	}
-	return sx.Dev_major == m.major && sx.Dev_minor == m.minor
-}
-
-// isAvfsMount reports whether dir (absolute and clean) is, at the top, an
-// avfs FUSE mount: fstype fuse or fuse.*, source avfs:… It should become
-// mount.IsAvfsMount.
-func isAvfsMount(dir string) (bool, error) {
-	_, ok, err := avfsMountAt(dir)
-	return ok, err
-}
-
-// avfsMountAt is the mount on top at dir, if it is an avfs FUSE mount.
-func avfsMountAt(dir string) (mountEntry, bool, error) {
-	ms, err := readMounts()
-	if err != nil {
-		return mountEntry{}, false, err
-	}
-	var top *mountEntry
-	for i := range ms {
-		if ms[i].point == dir {
-			top = &ms[i] // later lines are mounted over earlier ones
+// onDevice accepts a /proc link (a process's cwd, root, exe or fd) on
+// m's device. statx with an empty mask and AT_STATX_DONT_SYNC asks the
+// file system nothing, so a dead FUSE mount (whose server is gone) still
+// answers, and one the caller may not enter too.
+func onDevice(m mount.Entry) func(pid int, link string) bool {
+	return func(_ int, link string) bool {
+		var sx unix.Statx_t
+		if err := unix.Statx(unix.AT_FDCWD, link, unix.AT_STATX_DONT_SYNC, 0, &sx); err != nil {
+			return false
 		}
+		return sx.Dev_major == m.Major && sx.Dev_minor == m.Minor
 	}
-	if top == nil || !(top.fstype == "fuse" || strings.HasPrefix(top.fstype, "fuse.")) || !strings.HasPrefix(top.source, "avfs:") {
-		return mountEntry{}, false, nil
+}
+
+// avfsMountAt is the mount on top at dir (absolute and clean), if it is
+// an avfs FUSE mount.
+func avfsMountAt(dir string) (mount.Entry, bool, error) {
+	m, found, err := mount.MountAt(dir)
+	if err != nil || !found || !m.Avfs() {
+		return mount.Entry{}, false, err
 	}
-	return *top, true, nil
+	return m, true, nil
 }
 
 // mountsUnder lists the mount points that are dir or under it.
 func mountsUnder(dir string) ([]string, error) {
-	ms, err := readMounts()
+	ms, err := mount.Mounts()
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, m := range ms {
-		if m.point == dir || strings.HasPrefix(m.point, dir+"/") {
-			out = append(out, m.point)
+		if m.Dir == dir || strings.HasPrefix(m.Dir, dir+"/") {
+			out = append(out, m.Dir)
 		}
 	}
 	return out, nil
-}
-
-func readMounts() ([]mountEntry, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, wire.Errorf(wire.CodeHostIO, "read the mount table: %v", err)
-	}
-	return parseMountinfo(string(b)), nil
-}
-
-// parseMountinfo parses the lines of /proc/PID/mountinfo (proc(5)):
-//
-//	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
-//
-// that is, mount id, parent id, major:minor, root, mount point, options,
-// optional fields up to "-", fstype, source, super options. Paths have
-// space, tab, newline and backslash as octal escapes (\040). Malformed
-// lines are skipped.
-func parseMountinfo(s string) []mountEntry {
-	var out []mountEntry
-	for _, line := range strings.Split(s, "\n") {
-		f := strings.Split(line, " ")
-		sep := -1
-		for i := 6; i < len(f); i++ {
-			if f[i] == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || len(f) < sep+3 {
-			continue
-		}
-		maj, min, ok := strings.Cut(f[2], ":")
-		ma, err1 := strconv.ParseUint(maj, 10, 32)
-		mi, err2 := strconv.ParseUint(min, 10, 32)
-		if !ok || err1 != nil || err2 != nil {
-			continue
-		}
-		out = append(out, mountEntry{point: unescapeOctal(f[4]), fstype: unescapeOctal(f[sep+1]), source: unescapeOctal(f[sep+2]),
-			major: uint32(ma), minor: uint32(mi)})
-	}
-	return out
-}
-
-// unescapeOctal decodes \ooo escapes (three octal digits, at most \377).
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) && s[i+1] <= '3' {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 func isOctal(c byte) bool { return c >= '0' && c <= '7' }

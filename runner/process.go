@@ -668,10 +668,16 @@ wait:
 		err = wire.Errorf(wire.CodeInternal, "runner: processes %v did not end after SIGKILL", pids).With("pids", pids)
 	}
 	p.restore()
-	closeAll(p.stdinW)
+	res.Killed = killed
+	p.finish(res, err, timedOut, interrupted, end)
+}
 
-	// The pipes reach EOF once no process holds them; one that escaped (say
-	// an excluded process that inherited them) is cut off after drainWait.
+// finish drains the streams once the command's processes are gone and
+// ends p with res, completed with how it ended and its output. The pipes
+// reach EOF once no process holds them; one that escaped (say an excluded
+// process that inherited them) is cut off after drainWait.
+func (p *Proc) finish(res ProcResult, err error, timedOut bool, interrupted string, end time.Time) {
+	closeAll(p.stdinW)
 	timer := time.NewTimer(drainWait)
 	for _, d := range []*drain{p.stdout, p.stderr} {
 		select {
@@ -688,10 +694,8 @@ wait:
 	for _, t := range p.tees {
 		t.close(teeWait)
 	}
-
 	res.TimedOut, res.Interrupted = timedOut, interrupted
 	res.Duration = end.Sub(p.started)
-	res.Killed = killed
 	res.Stdout = p.stdout.cap.output()
 	res.Stdout.LiveDropped = p.stdout.live.droppedBytes()
 	res.Stderr = p.stderr.cap.output()
