@@ -109,7 +109,7 @@ func TestLeftBehind(t *testing.T) {
 // TestSignalEndsRun: a SIGTERM from outside reaches every process; one
 // that ignores it is killed after the grace.
 func TestSignalEndsRun(t *testing.T) {
-	spec := testSpec(t, `trap '' TERM; echo up; sleep 100; echo never`)
+	spec := testSpec(t, `trap '' TERM; sleep 100 & echo up; wait; echo never`)
 	spec.KillGrace = 200 * time.Millisecond
 	exe, _ := os.Executable()
 	p, err := New(exe, spec)
