@@ -96,7 +96,10 @@ func start(exe string, plan []byte, spec Spec) (*Process, error) {
 			GidMappings: []syscall.SysProcIDMap{{ContainerID: spec.GID, HostID: spec.GID, Size: 1}},
 			// A new session: the run has no controlling terminal and
 			// avfs's terminal signals do not reach it directly.
-			Setsid:    true,
+			Setsid: true,
+			// The kernel sends it when the forking thread ends: Start is
+			// to be called from an ordinary goroutine (not one that
+			// locked its thread), whose thread lives as long as avfs.
 			Pdeathsig: syscall.SIGKILL,
 			// The init runs as the user's own uid in its namespace: an
 			// exec drops the namespace's capabilities from any uid but 0,
@@ -108,7 +111,8 @@ func start(exe string, plan []byte, spec Spec) (*Process, error) {
 	return &Process{Cmd: cmd, status: sr, lines: bufio.NewReader(sr), plan: planFile, child: []*os.File{planFile, sw}}, nil
 }
 
-// Start starts the init and waits until the view is built. A failure to
+// Start starts the init and waits until the view is built. It must not
+// be called from a goroutine that locked its OS thread (see Pdeathsig). A failure to
 // build it is a *wire.Error with code sandbox and the step that failed;
 // nothing of the command ran then, and the init has been reaped.
 func (p *Process) Start() error {
