@@ -513,6 +513,9 @@ func (x *execution) run(ctx context.Context) error {
 	}
 	proc, err := Start(ctx, spec)
 	x.ran = err == nil
+	if wire.HasCode(err, wire.CodeSandbox) {
+		x.r.forgetProbe()
+	}
 	if err != nil {
 		x.out.Timing.RunMS = ms(time.Since(x.started))
 		return err
@@ -546,7 +549,7 @@ func (x *execution) unmount(ctx context.Context) error {
 	x.out.Mount.Discarded = ws.discarded
 	x.out.Timing.MountMS += ms(time.Since(t))
 	if x.r.Sandbox.CacheDir != "" && x.view.input.Mode == wire.SandboxNamespaces {
-		_ = sandbox.TrimCache(x.r.cacheDir(x.info.Name), x.r.Sandbox.cacheMax())
+		_ = sandbox.TrimCacheDue(x.r.cacheDir(x.info.Name), x.r.Sandbox.cacheMax(), time.Now())
 	}
 	return err
 }

@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/user"
 	"path"
@@ -117,15 +119,86 @@ func (r *Runner) exe() string {
 }
 
 // startProbe asks the kernel for a sandbox in the background (see
-// sandbox.Probe), unless req runs without one; the function returned
-// waits for the answer.
+// sandbox.Probe), unless req runs without one or the kernel was asked
+// already (see probeKey); the function returned waits for the answer.
 func (r *Runner) startProbe(req Request) func() error {
 	if m, _ := r.sandboxMode(req); m == SandboxNone {
 		return func() error { return nil }
 	}
 	done := make(chan error, 1)
-	go func() { done <- sandbox.Probe(r.exe(), os.TempDir(), wire.NetworkNone) }()
+	go func() {
+		root, err := r.runRoot()
+		key := probeKey()
+		if err == nil && key != "" {
+			if b, err := readNoFollow(filepath.Join(root.Path(), probeFile)); err == nil && string(b) == key {
+				done <- nil
+				return
+			}
+		}
+		perr := sandbox.Probe(r.exe(), os.TempDir(), wire.NetworkNone)
+		if perr == nil && err == nil && key != "" {
+			_ = writeNoFollow(root.Path(), probeFile, []byte(key))
+		}
+		done <- perr
+	}()
 	return func() error { return <-done }
+}
+
+// probeFile, in the run root, says that the kernel built a sandbox for
+// this user (probeKey) since it booted, so that runs need not ask again
+// (a probe costs as much CPU as the sandbox itself, while the policy
+// loads). Should the kernel refuse later (an administrator turned user
+// namespaces off), the run that finds out fails with sandbox_unavailable
+// and removes the file (forgetProbe): the next one asks again. Only avfs
+// writes the run root; a command that forged the file (without a sandbox,
+// it could) gains nothing but a refused run.
+const probeFile = "sandbox-probed"
+
+// probeKey names the kernel boot and the user and mount namespaces avfs
+// runs in (a container differs from its host), "" when unknown.
+func probeKey() string {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	userNS, err1 := os.Readlink("/proc/self/ns/user")
+	mntNS, err2 := os.Readlink("/proc/self/ns/mnt")
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s %s %s uid=%d\n", strings.TrimSpace(string(boot)), userNS, mntNS, os.Geteuid())
+}
+
+// forgetProbe removes probeFile after a sandbox that could not be built.
+func (r *Runner) forgetProbe() {
+	if root, err := r.runRoot(); err == nil {
+		_ = os.Remove(filepath.Join(root.Path(), probeFile))
+	}
+}
+
+func readNoFollow(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 4096))
+}
+
+// writeNoFollow replaces dir/name with data: written beside it, then
+// renamed over it.
+func writeNoFollow(dir, name string, data []byte) error {
+	f, err := os.CreateTemp(dir, name+".new-")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return os.Rename(f.Name(), filepath.Join(dir, name))
 }
 
 // resolveView decides how req's command is held: in namespaces when the

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+	"time"
 
 	"avfs/wire"
 )
@@ -76,6 +77,34 @@ func CacheEntries(dir string) ([]CacheEntry, error) {
 	return out, nil
 }
 
+// TrimEvery is how often a cache is measured, at most: measuring walks
+// every file (tens of milliseconds for a Go build cache of 16,000 files),
+// too much to pay on every run.
+const TrimEvery = 10 * time.Minute
+
+// TrimCacheDue trims dir (see TrimCache) unless it was trimmed less than
+// TrimEvery ago. When it was is the time of a marker beside dir
+// (dir.trimmed), out of the sandbox's reach; a trim, or the first run,
+// sets it.
+func TrimCacheDue(dir string, maxBytes int64, now time.Time) error {
+	marker := dir + ".trimmed"
+	if fi, err := os.Lstat(marker); err == nil && fi.Mode().IsRegular() && now.Sub(fi.ModTime()) < TrimEvery && !fi.ModTime().After(now) {
+		return nil
+	}
+	if err := TrimCache(dir, maxBytes); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(marker, os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return wire.Errorf(wire.CodeHostIO, "sandbox: cache: %v", err)
+	}
+	f.Close()
+	if err := os.Chtimes(marker, now, now); err != nil {
+		return wire.Errorf(wire.CodeHostIO, "sandbox: cache: %v", err)
+	}
+	return nil
+}
+
 // TrimCache clears the least recently changed top-level entries of dir
 // until what is left takes at most maxBytes. A whole tool cache goes at
 // once: a Go module cache with some files missing would be broken, one
@@ -102,7 +131,8 @@ func TrimCache(dir string, maxBytes int64) error {
 	return nil
 }
 
-// ClearCache removes everything in dir, keeping dir.
+// ClearCache removes everything in dir, keeping dir (the next run
+// measures it again).
 func ClearCache(dir string) error {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -115,6 +145,9 @@ func ClearCache(dir string) error {
 		if err := removeAll(filepath.Join(dir, e.Name())); err != nil {
 			return err
 		}
+	}
+	if err := os.Remove(dir + ".trimmed"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return wire.Errorf(wire.CodeHostIO, "sandbox: cache: %v", err)
 	}
 	return nil
 }

@@ -246,3 +246,27 @@ func TestTrimCache(t *testing.T) {
 		t.Fatalf("cleared cache holds %v", ents)
 	}
 }
+
+// TestTrimCacheDue: a cache is measured at most every TrimEvery.
+func TestTrimCacheDue(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "v")
+	os.MkdirAll(filepath.Join(dir, "go-build"), 0o755)
+	big := filepath.Join(dir, "go-build", "f")
+	now := time.Now()
+	if err := TrimCacheDue(dir, 10, now); err != nil { // first run: measured, nothing over
+		t.Fatal(err)
+	}
+	os.WriteFile(big, make([]byte, 100), 0o644)
+	if err := TrimCacheDue(dir, 10, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(big); err != nil {
+		t.Fatalf("trimmed before it was due: %v", err)
+	}
+	if err := TrimCacheDue(dir, 10, now.Add(TrimEvery+time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(big); !os.IsNotExist(err) {
+		t.Fatalf("not trimmed when due: %v", err)
+	}
+}
