@@ -59,7 +59,7 @@ func sandboxBench(ctx context.Context, cfg config) ([]section, error) {
 		{"`avfs proxy exec --sandbox none -- true`", fmtDur(median(without)), fmtDur(p90(without))},
 	}
 	notes := []string{
-		fmt.Sprintf("Whole-process difference, sandboxed minus none: %s (median); it includes the probe that asks the kernel for a sandbox before the decision, which runs while the policy loads.", fmtDur(median(whole)-median(without))),
+		fmt.Sprintf("Whole-process difference, sandboxed minus none: %s (median): the sandbox's own time above, the run directory's view and cache, and a second process on two CPUs (the kernel's answer to the probe is remembered after the first run).", fmtDur(median(whole)-median(without))),
 		"Target: `timing.sandbox_ms` under 5 ms, so that `proxy exec -- true` costs no more than without a sandbox plus 5 ms.",
 	}
 	if bw, err := exec.LookPath("bwrap"); err == nil {
