@@ -431,9 +431,8 @@ static void run(void) {
 		else
 			snprintf(buf, sizeof buf, "%.*s/%s", dl, p, file);
 		struct stat st;
-		if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode)) {
-			// a directory on the PATH counts as not found
-		} else {
+		int isdir = stat(buf, &st) == 0 && S_ISDIR(st.st_mode); // a directory on the PATH counts as not found
+		if (!isdir) {
 			execve(buf, cmd_argv, cmd_env);
 			if (errno == EACCES || errno == EPERM || errno == ENOEXEC || errno == ELIBBAD || errno == ETXTBSY) denied = errno;
 			else if (errno == ENOENT && stat(buf, &st) == 0) {
