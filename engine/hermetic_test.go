@@ -2,13 +2,16 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"avfs/bundles"
+	"avfs/policies"
 	"avfs/wire"
 )
 
@@ -180,6 +183,112 @@ func TestEvalTimeout(t *testing.T) {
 	t.Run("negative", func(t *testing.T) {
 		if _, err := compile(t, writeBundle(t, slowPolicy), PolicyOptions{EvalTimeout: -time.Second}); !wire.HasCode(err, wire.CodeInvalidInput) {
 			t.Errorf("err = %v, want invalid_input", err)
+		}
+	})
+}
+
+// copyDefault writes a copy of the default bundle with data.avfs.config
+// changed by edit and returns its directory.
+func copyDefault(t *testing.T, edit func(cfg map[string]any)) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, policies.FS); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "data.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data map[string]map[string]map[string]any
+	if err := json.Unmarshal(raw, &data); err != nil {
+		t.Fatal(err)
+	}
+	edit(data["avfs"]["config"])
+	if raw, err = json.Marshal(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestConfigInvalid: a copy of the default bundle whose configuration data
+// has the wrong shape denies every command, saying which key is wrong;
+// without the check a list given as a string lets sudo through.
+func TestConfigInvalid(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(cfg map[string]any)
+		problem string
+	}{
+		{"list as a string", func(cfg map[string]any) { cfg["privileged_programs"] = "sudo" },
+			"data.avfs.config.privileged_programs must be a list of strings: it is of type string"},
+		{"nested list", func(cfg map[string]any) { cfg["privileged_programs"] = []any{[]any{"sudo"}} },
+			"data.avfs.config.privileged_programs must be a list of strings: an element is of another type"},
+		{"missing key", func(cfg map[string]any) { delete(cfg, "privileged_programs") },
+			"data.avfs.config.privileged_programs must be a list of strings: it is missing"},
+		{"object of strings", func(cfg map[string]any) { cfg["package_subcommands"] = map[string]any{"npm": "install"} },
+			"data.avfs.config.package_subcommands must be an object of lists of strings"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := compile(t, copyDefault(t, tt.edit), PolicyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, argv := range [][]string{{"sudo", "ls"}, {"ls"}} {
+				res, err := p.Decide(context.Background(), cmdInput(argv...), DecideOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Decision != wire.Deny || !IsFailClosed(res) || len(res.Reasons) != 1 || res.Sandbox != (wire.SandboxGrant{}) {
+					t.Fatalf("%v: got %+v, want a deny for the configuration", argv, res)
+				}
+				if r := res.Reasons[0]; r.ID != ReasonConfigInvalid || !strings.Contains(r.Message, tt.problem) {
+					t.Errorf("%v: reason %+v, want %q", argv, r, tt.problem)
+				}
+			}
+		})
+	}
+	t.Run("an intact copy decides as the default", func(t *testing.T) {
+		p, err := compile(t, copyDefault(t, func(map[string]any) {}), PolicyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Decide(context.Background(), cmdInput("sudo", "ls"), DecideOptions{})
+		if err != nil || res.Decision != wire.Deny || !slices.Equal(reasonIDs(res.Reasons), []string{"avfs.deny.privileged"}) {
+			t.Errorf("got %+v, %v", res, err)
+		}
+	})
+	// A policy's own config_problems fails closed when it cannot be read.
+	const allow = "package avfs\n\ndecision := {\"decision\": \"allow\", \"reasons\": []}\n\n"
+	for _, tt := range []struct{ rule, problem string }{
+		{"config_problems := {\"shells is wrong\"}", "shells is wrong"},
+		{"config_problems := 1", "is 1, not a set of strings"},
+		{"config_problems := [1]", "not a set of strings"},
+		{"config_problems := to_number(\"x\")", "could not be evaluated"},
+	} {
+		t.Run(tt.rule, func(t *testing.T) {
+			p, err := compile(t, writeBundle(t, allow+tt.rule+"\n"), PolicyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := p.Decide(context.Background(), cmdInput("ls"), DecideOptions{})
+			if err != nil || res.Decision != wire.Deny || len(res.Reasons) != 1 || res.Reasons[0].ID != ReasonConfigInvalid || !strings.Contains(res.Reasons[0].Message, tt.problem) {
+				t.Errorf("got %+v, %v", res, err)
+			}
+		})
+	}
+	t.Run("empty or undefined is no problem", func(t *testing.T) {
+		for _, rule := range []string{"config_problems := set()", "config_problems := [] if false"} {
+			p, err := compile(t, writeBundle(t, allow+rule+"\n"), PolicyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res, err := p.Decide(context.Background(), cmdInput("ls"), DecideOptions{}); err != nil || res.Decision != wire.Allow {
+				t.Errorf("%s: got %+v, %v", rule, res, err)
+			}
 		}
 	})
 }

@@ -16,11 +16,19 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/open-policy-agent/opa/v1/topdown"
 
 	"avfs/bundles"
 	"avfs/wire"
 )
+
+// ConfigProblems is the optional Rego document NewPolicy evaluates once,
+// without input: a set (or array) of strings saying what is wrong with
+// the policy's configuration data. While it is not empty every decision is
+// deny (ReasonConfigInvalid).
+const ConfigProblems = "data.avfs.config_problems"
 
 // Entrypoint is the Rego document avfs evaluates. It must be an object
 // {"decision": D, "reasons": [{"id", "message", "decision"}, …]} with an
@@ -39,6 +47,9 @@ const (
 	// object is not one avfs can read: what a policy meant to grant is
 	// not guessed.
 	ReasonSandboxInvalid = "avfs.engine.sandbox_invalid"
+	// ReasonConfigInvalid is given with deny, once for each problem, when
+	// the policy's ConfigProblems is not empty.
+	ReasonConfigInvalid = "avfs.engine.config_invalid"
 	// ReasonEvalTimeout is given with deny when the evaluation took longer
 	// than the policy's deadline (PolicyOptions.EvalTimeout).
 	ReasonEvalTimeout = "avfs.engine.eval_timeout"
@@ -62,6 +73,8 @@ type Policy struct {
 	query   rego.PreparedEvalQuery
 	bundles []wire.BundleInfo
 	timeout time.Duration
+	// configProblems is the value of ConfigProblems, sorted.
+	configProblems []string
 }
 
 // PolicyOptions tune how NewPolicy compiles the bundles and how long a
@@ -101,14 +114,21 @@ func NewPolicy(ctx context.Context, set *bundles.Set, opts PolicyOptions) (*Poli
 		names = append(names, b.Name)
 	}
 	compiler := ast.NewCompiler().WithCapabilities(Capabilities(opts.AllowNondeterministic))
+	// The store is shared with the query of ConfigProblems. Data is kept as
+	// AST values: reading data.avfs.config then costs nothing per
+	// evaluation instead of a conversion of the lists.
+	store := inmem.NewWithOpts(inmem.OptReturnASTValuesOnRead(true), inmem.OptRoundTripOnWrite(false))
+	txn, err := store.NewTransaction(ctx, storage.WriteParams)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeInternal, "compile policy: %w", err)
+	}
 	regoOpts := []func(*rego.Rego){
+		rego.Store(store),
+		rego.Transaction(txn),
 		rego.Query(Entrypoint),
 		rego.Compiler(compiler),
 		rego.Capabilities(compiler.Capabilities()),
 		rego.SetRegoVersion(ast.RegoV1),
-		// Keep data as AST values: reading data.avfs.config then costs
-		// nothing per evaluation instead of a conversion of the lists.
-		rego.StoreReadAST(true),
 		// A builtin error is an evaluation error, so the decision fails
 		// closed, instead of silently making a rule undefined.
 		rego.StrictBuiltinErrors(true),
@@ -117,6 +137,11 @@ func NewPolicy(ctx context.Context, set *bundles.Set, opts PolicyOptions) (*Poli
 		regoOpts = append(regoOpts, rego.ParsedBundle(b.Name, b.Bundle))
 	}
 	pq, err := rego.New(regoOpts...).PrepareForEval(ctx)
+	if err == nil {
+		err = store.Commit(ctx, txn)
+	} else {
+		store.Abort(ctx, txn)
+	}
 	if err != nil {
 		return nil, CompileError(fmt.Sprintf("compile policy from bundles %s", strings.Join(names, ", ")), err).With("bundles", names)
 	}
@@ -126,7 +151,37 @@ func NewPolicy(ctx context.Context, set *bundles.Set, opts PolicyOptions) (*Poli
 			"no rule defines the entrypoint %s in bundles %s (it must be a rule in package avfs)", Entrypoint, strings.Join(names, ", ")).
 			With("bundles", names)
 	}
-	return &Policy{query: pq, bundles: set.Infos(), timeout: cmp.Or(opts.EvalTimeout, DefaultEvalTimeout)}, nil
+	p := &Policy{query: pq, bundles: set.Infos(), timeout: cmp.Or(opts.EvalTimeout, DefaultEvalTimeout)}
+	p.configProblems = configProblems(ctx, compiler, store, p.timeout)
+	return p, nil
+}
+
+// configProblems evaluates ConfigProblems: nil when it is undefined, its
+// strings otherwise, sorted. It fails closed: an evaluation error, a
+// deadline passed or a value that is not a collection of strings is a
+// problem too.
+func configProblems(ctx context.Context, compiler *ast.Compiler, store storage.Store, timeout time.Duration) []string {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rs, err := rego.New(rego.Query(ConfigProblems), rego.Compiler(compiler), rego.Store(store), rego.StrictBuiltinErrors(true)).Eval(ctx)
+	if err != nil {
+		return []string{fmt.Sprintf("%s could not be evaluated: %v", ConfigProblems, err)}
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return nil
+	}
+	list, ok := rs[0].Expressions[0].Value.([]any)
+	var problems []string
+	for _, v := range list {
+		s, isString := v.(string)
+		ok = ok && isString
+		problems = append(problems, s)
+	}
+	if !ok {
+		return []string{fmt.Sprintf("%s is %s, not a set of strings", ConfigProblems, describe(rs[0].Expressions[0].Value))}
+	}
+	slices.Sort(problems)
+	return problems
 }
 
 // Bundles describes the bundles the policy was compiled from.
@@ -140,6 +195,9 @@ func (p *Policy) Bundles() []wire.BundleInfo { return slices.Clone(p.bundles) }
 //   - when the policy errs, is undefined, or its decision or reasons are
 //     not of the expected shape, the result is deny with the single reason
 //     ReasonFailClosed saying why;
+//   - when the policy's ConfigProblems was not empty when it was loaded,
+//     the result is deny with one ReasonConfigInvalid for each problem,
+//     and the policy is not evaluated;
 //   - when the evaluation runs past the policy's deadline
 //     (PolicyOptions.EvalTimeout, a second by default), it is interrupted
 //     and the result is deny with the single reason ReasonEvalTimeout,
@@ -168,6 +226,14 @@ func (p *Policy) Decide(ctx context.Context, in *wire.Input, opts DecideOptions)
 	}
 	start := time.Now()
 	defer func() { res.EvalUS = max(time.Since(start).Microseconds(), 1) }()
+	if len(p.configProblems) > 0 {
+		res.Decision = wire.Deny
+		for _, problem := range p.configProblems {
+			res.Reasons = append(res.Reasons, wire.Reason{ID: ReasonConfigInvalid, Decision: wire.Deny,
+				Message: "denied because the policy's configuration data is invalid: " + problem})
+		}
+		return res, nil
+	}
 	if in == nil {
 		return failClosed(res, "there is no input document"), nil
 	}
@@ -462,8 +528,11 @@ func structFields(t reflect.Type) []field {
 }
 
 // IsFailClosed reports whether a result is a deny the engine gave because
-// the policy could not decide: it failed (ReasonFailClosed) or ran past
-// its deadline (ReasonEvalTimeout).
+// the policy could not decide: it failed (ReasonFailClosed), ran past its
+// deadline (ReasonEvalTimeout) or has invalid configuration data
+// (ReasonConfigInvalid).
 func IsFailClosed(res wire.PolicyResult) bool {
-	return slices.ContainsFunc(res.Reasons, func(r wire.Reason) bool { return r.ID == ReasonFailClosed || r.ID == ReasonEvalTimeout })
+	return slices.ContainsFunc(res.Reasons, func(r wire.Reason) bool {
+		return r.ID == ReasonFailClosed || r.ID == ReasonEvalTimeout || r.ID == ReasonConfigInvalid
+	})
 }
