@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -15,11 +16,19 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/open-policy-agent/opa/v1/topdown"
 
 	"avfs/bundles"
 	"avfs/wire"
 )
+
+// ConfigProblems is the optional Rego document NewPolicy evaluates once,
+// without input: a set (or array) of strings saying what is wrong with
+// the policy's configuration data. While it is not empty every decision is
+// deny (ReasonConfigInvalid).
+const ConfigProblems = "data.avfs.config_problems"
 
 // Entrypoint is the Rego document avfs evaluates. It must be an object
 // {"decision": D, "reasons": [{"id", "message", "decision"}, …]} with an
@@ -38,7 +47,17 @@ const (
 	// object is not one avfs can read: what a policy meant to grant is
 	// not guessed.
 	ReasonSandboxInvalid = "avfs.engine.sandbox_invalid"
+	// ReasonConfigInvalid is given with deny, once for each problem, when
+	// the policy's ConfigProblems is not empty.
+	ReasonConfigInvalid = "avfs.engine.config_invalid"
+	// ReasonEvalTimeout is given with deny when the evaluation took longer
+	// than the policy's deadline (PolicyOptions.EvalTimeout).
+	ReasonEvalTimeout = "avfs.engine.eval_timeout"
 )
+
+// DefaultEvalTimeout is the deadline of one decision when
+// PolicyOptions.EvalTimeout is zero.
+const DefaultEvalTimeout = time.Second
 
 // Explain modes of DecideOptions.
 const (
@@ -53,6 +72,22 @@ const (
 type Policy struct {
 	query   rego.PreparedEvalQuery
 	bundles []wire.BundleInfo
+	timeout time.Duration
+	// configProblems is the value of ConfigProblems, sorted.
+	configProblems []string
+}
+
+// PolicyOptions tune how NewPolicy compiles the bundles and how long a
+// decision may take.
+type PolicyOptions struct {
+	// AllowNondeterministic lets bundles call RefusedBuiltins (http.send,
+	// time.now_ns, rand.intn …). It weakens the policy: a decision may then
+	// depend on the network, the clock or chance, and a bundle may send
+	// the input (the agent's commands) to a server.
+	AllowNondeterministic bool
+	// EvalTimeout is the deadline of one decision; zero is
+	// DefaultEvalTimeout. A decision that takes longer is deny.
+	EvalTimeout time.Duration
 }
 
 // DecideOptions tune one decision.
@@ -63,36 +98,52 @@ type DecideOptions struct {
 }
 
 // NewPolicy compiles the bundles of set together and prepares the
-// entrypoint. Compile errors are bundle_invalid with the file and line; a
-// set whose bundles do not define data.avfs.decision is bundle_invalid too.
-func NewPolicy(ctx context.Context, set *bundles.Set) (*Policy, error) {
+// entrypoint. Compile errors are bundle_invalid with the file, row and
+// column; a set whose bundles do not define data.avfs.decision is
+// bundle_invalid too. Unless opts.AllowNondeterministic, a bundle that
+// calls one of RefusedBuiltins is bundle_invalid with the details
+// "builtin" (its name), "file", "row" and "col" (the call), and the
+// message says why it is refused and which setting allows it. A negative
+// opts.EvalTimeout is invalid_input.
+func NewPolicy(ctx context.Context, set *bundles.Set, opts PolicyOptions) (*Policy, error) {
+	if opts.EvalTimeout < 0 {
+		return nil, wire.Errorf(wire.CodeInvalidInput, "the policy evaluation timeout %s is negative", opts.EvalTimeout)
+	}
 	names := make([]string, 0, len(set.Bundles))
 	for _, b := range set.Bundles {
 		names = append(names, b.Name)
 	}
-	compiler := ast.NewCompiler()
-	opts := []func(*rego.Rego){
+	compiler := ast.NewCompiler().WithCapabilities(Capabilities(opts.AllowNondeterministic))
+	// The store is shared with the query of ConfigProblems. Data is kept as
+	// AST values: reading data.avfs.config then costs nothing per
+	// evaluation instead of a conversion of the lists.
+	store := inmem.NewWithOpts(inmem.OptReturnASTValuesOnRead(true), inmem.OptRoundTripOnWrite(false))
+	txn, err := store.NewTransaction(ctx, storage.WriteParams)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeInternal, "compile policy: %w", err)
+	}
+	regoOpts := []func(*rego.Rego){
+		rego.Store(store),
+		rego.Transaction(txn),
 		rego.Query(Entrypoint),
 		rego.Compiler(compiler),
+		rego.Capabilities(compiler.Capabilities()),
 		rego.SetRegoVersion(ast.RegoV1),
-		// Keep data as AST values: reading data.avfs.config then costs
-		// nothing per evaluation instead of a conversion of the lists.
-		rego.StoreReadAST(true),
 		// A builtin error is an evaluation error, so the decision fails
 		// closed, instead of silently making a rule undefined.
 		rego.StrictBuiltinErrors(true),
 	}
 	for _, b := range set.Bundles {
-		opts = append(opts, rego.ParsedBundle(b.Name, b.Bundle))
+		regoOpts = append(regoOpts, rego.ParsedBundle(b.Name, b.Bundle))
 	}
-	pq, err := rego.New(opts...).PrepareForEval(ctx)
+	pq, err := rego.New(regoOpts...).PrepareForEval(ctx)
+	if err == nil {
+		err = store.Commit(ctx, txn)
+	} else {
+		store.Abort(ctx, txn)
+	}
 	if err != nil {
-		e := wire.Errorf(wire.CodeBundleInvalid, "compile policy from bundles %s: %w", strings.Join(names, ", "), err).
-			With("bundles", names)
-		if loc := bundles.Location(err); loc != nil {
-			e.With("file", loc.File).With("row", loc.Row).With("col", loc.Col)
-		}
-		return nil, e
+		return nil, CompileError(fmt.Sprintf("compile policy from bundles %s", strings.Join(names, ", ")), err).With("bundles", names)
 	}
 	ref := ast.MustParseRef(Entrypoint)
 	if len(compiler.GetRulesExact(ref)) == 0 {
@@ -100,7 +151,37 @@ func NewPolicy(ctx context.Context, set *bundles.Set) (*Policy, error) {
 			"no rule defines the entrypoint %s in bundles %s (it must be a rule in package avfs)", Entrypoint, strings.Join(names, ", ")).
 			With("bundles", names)
 	}
-	return &Policy{query: pq, bundles: set.Infos()}, nil
+	p := &Policy{query: pq, bundles: set.Infos(), timeout: cmp.Or(opts.EvalTimeout, DefaultEvalTimeout)}
+	p.configProblems = configProblems(ctx, compiler, store, p.timeout)
+	return p, nil
+}
+
+// configProblems evaluates ConfigProblems: nil when it is undefined, its
+// strings otherwise, sorted. It fails closed: an evaluation error, a
+// deadline passed or a value that is not a collection of strings is a
+// problem too.
+func configProblems(ctx context.Context, compiler *ast.Compiler, store storage.Store, timeout time.Duration) []string {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rs, err := rego.New(rego.Query(ConfigProblems), rego.Compiler(compiler), rego.Store(store), rego.StrictBuiltinErrors(true)).Eval(ctx)
+	if err != nil {
+		return []string{fmt.Sprintf("%s could not be evaluated: %v", ConfigProblems, err)}
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return nil
+	}
+	list, ok := rs[0].Expressions[0].Value.([]any)
+	var problems []string
+	for _, v := range list {
+		s, isString := v.(string)
+		ok = ok && isString
+		problems = append(problems, s)
+	}
+	if !ok {
+		return []string{fmt.Sprintf("%s is %s, not a set of strings", ConfigProblems, describe(rs[0].Expressions[0].Value))}
+	}
+	slices.Sort(problems)
+	return problems
 }
 
 // Bundles describes the bundles the policy was compiled from.
@@ -114,6 +195,15 @@ func (p *Policy) Bundles() []wire.BundleInfo { return slices.Clone(p.bundles) }
 //   - when the policy errs, is undefined, or its decision or reasons are
 //     not of the expected shape, the result is deny with the single reason
 //     ReasonFailClosed saying why;
+//   - when the policy's ConfigProblems was not empty when it was loaded,
+//     the result is deny with one ReasonConfigInvalid for each problem,
+//     and the policy is not evaluated;
+//   - when the evaluation runs past the policy's deadline
+//     (PolicyOptions.EvalTimeout, a second by default), it is interrupted
+//     and the result is deny with the single reason ReasonEvalTimeout,
+//     whatever the policy would have decided: a decision that comes after
+//     the deadline is dropped too. A ctx that ends first fails closed
+//     (ReasonFailClosed);
 //   - when the decision is lower than one of its own reasons, it is raised
 //     to the highest and ReasonRaised is added;
 //   - when the sandbox object is not an object, has a key other than
@@ -136,6 +226,14 @@ func (p *Policy) Decide(ctx context.Context, in *wire.Input, opts DecideOptions)
 	}
 	start := time.Now()
 	defer func() { res.EvalUS = max(time.Since(start).Microseconds(), 1) }()
+	if len(p.configProblems) > 0 {
+		res.Decision = wire.Deny
+		for _, problem := range p.configProblems {
+			res.Reasons = append(res.Reasons, wire.Reason{ID: ReasonConfigInvalid, Decision: wire.Deny,
+				Message: "denied because the policy's configuration data is invalid: " + problem})
+		}
+		return res, nil
+	}
 	if in == nil {
 		return failClosed(res, "there is no input document"), nil
 	}
@@ -150,9 +248,16 @@ func (p *Policy) Decide(ctx context.Context, in *wire.Input, opts DecideOptions)
 		tracer = topdown.NewBufferTracer()
 		evalOpts = append(evalOpts, rego.EvalQueryTracer(tracer))
 	}
-	rs, err := p.query.Eval(ctx, evalOpts...)
+	evalCtx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	rs, err := p.query.Eval(evalCtx, evalOpts...)
 	if tracer != nil {
 		res.Trace = Trace(*tracer, opts.Explain)
+	}
+	// Past the deadline the decision is deny even when the evaluation
+	// ended: a result that came too late is not used.
+	if ctx.Err() == nil && errors.Is(evalCtx.Err(), context.DeadlineExceeded) {
+		return timedOut(res, p.timeout), nil
 	}
 	if err != nil {
 		return failClosed(res, fmt.Sprintf("policy evaluation failed: %v", err)), nil
@@ -185,6 +290,14 @@ func (p *Policy) Decide(ctx context.Context, in *wire.Input, opts DecideOptions)
 	}
 	sortReasons(res.Reasons)
 	return res, nil
+}
+
+// timedOut turns res into the deny of a decision that took longer than timeout.
+func timedOut(res wire.PolicyResult, timeout time.Duration) wire.PolicyResult {
+	res.Decision, res.Sandbox = wire.Deny, wire.SandboxGrant{}
+	res.Reasons = append(res.Reasons[:0], wire.Reason{ID: ReasonEvalTimeout, Decision: wire.Deny,
+		Message: fmt.Sprintf("denied because the policy took longer than its deadline of %s to decide (policy.eval_timeout)", timeout)})
+	return res
 }
 
 // failClosed turns res into a deny saying why.
@@ -415,7 +528,11 @@ func structFields(t reflect.Type) []field {
 }
 
 // IsFailClosed reports whether a result is a deny the engine gave because
-// the policy could not decide.
+// the policy could not decide: it failed (ReasonFailClosed), ran past its
+// deadline (ReasonEvalTimeout) or has invalid configuration data
+// (ReasonConfigInvalid).
 func IsFailClosed(res wire.PolicyResult) bool {
-	return slices.ContainsFunc(res.Reasons, func(r wire.Reason) bool { return r.ID == ReasonFailClosed })
+	return slices.ContainsFunc(res.Reasons, func(r wire.Reason) bool {
+		return r.ID == ReasonFailClosed || r.ID == ReasonEvalTimeout || r.ID == ReasonConfigInvalid
+	})
 }

@@ -48,7 +48,7 @@ func newPolicy(opts bundles.Options) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewPolicy(context.Background(), set)
+	return NewPolicy(context.Background(), set, PolicyOptions{})
 }
 
 // defaultP is the policy of the default bundle, compiled once.
@@ -524,7 +524,7 @@ func TestSignedBundles(t *testing.T) {
 			if !b.Signed || b.Verified != tt.verified {
 				t.Errorf("signed %v verified %v, want signed, verified %v", b.Signed, b.Verified, tt.verified)
 			}
-			if _, err := NewPolicy(context.Background(), set); err != nil {
+			if _, err := NewPolicy(context.Background(), set, PolicyOptions{}); err != nil {
 				t.Error(err)
 			}
 		})

@@ -86,6 +86,11 @@ default network := "none"
 
 network := "host" if network_grant
 
+# config_problems say what is wrong with the configuration data
+# (data.avfs.config). avfs evaluates it once, when it loads the policy,
+# and denies every command while it is not empty.
+config_problems := lib.config_problems
+
 # decision is what avfs reads.
 decision := {
 	"decision": lib.decisions[level],

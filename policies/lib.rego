@@ -7,8 +7,102 @@
 #   are in data.avfs.config (policies/data.json).
 package avfs.lib
 
-# cfg holds the tunable lists of the default policy.
+# cfg holds the tunable lists of the default policy. Their shapes are
+# checked by config_problems.
 cfg := data.avfs.config
+
+# config_shapes gives every key of data.avfs.config the rules read its
+# shape, one of shapes.
+config_shapes := {
+	"read_only_programs": "strings",
+	"read_only_unless_args": "string_lists",
+	"unsafe_assignment_prefixes": "strings",
+	"read_only_max_operands": "numbers",
+	"git_read_only_subcommands": "strings",
+	"git_branch_listing_flags": "strings",
+	"options_with_value": "string_lists",
+	"network_programs": "strings",
+	"remote_sync_programs": "strings",
+	"git_network_subcommands": "strings",
+	"package_subcommands": "string_lists",
+	"privileged_programs": "strings",
+	"device_prefixes": "strings",
+	"host_paths_allowed": "strings",
+	"host_path_prefixes_allowed": "strings",
+	"path_writers": "writer_modes",
+	"path_writer_options": "string_lists",
+	"path_writer_keys": "string_lists",
+	"host_network_reasons": "strings",
+	"shells": "strings",
+	"interpreters": "strings",
+	"evaluators": "strings",
+}
+
+# shapes are the shapes of config_shapes: the JSON type of the value and
+# what it must hold, for people.
+shapes := {
+	"strings": {"type": "array", "name": "a list of strings"},
+	"string_lists": {"type": "object", "name": "an object of lists of strings"},
+	"numbers": {"type": "object", "name": "an object of numbers"},
+	"writer_modes": {"type": "object", "name": `an object of "every" or "last"`},
+}
+
+# config_problems say what is wrong with data.avfs.config: it is not an
+# object, or a key of config_shapes is missing or has another shape (a
+# string where a list belongs would match nothing, and let through what
+# the list should catch). avfs evaluates it, as data.avfs.config_problems,
+# once when it loads the policy, and denies every command while it is not
+# empty.
+config_problems contains "data.avfs.config is missing or not an object" if not is_object(data.avfs.config)
+
+config_problems contains sprintf("data.avfs.config.%s must be %s: %s", [key, shapes[shape].name, mismatch(key, shape)]) if {
+	is_object(data.avfs.config)
+	some key, shape in config_shapes
+	not has_shape_at(key, shape)
+}
+
+# has_shape_at is true when data.avfs.config has a value of the shape at
+# key (and so false when the key is missing).
+has_shape_at(key, shape) if has_shape(data.avfs.config[key], shape)
+
+# mismatch says how the value of key differs from its shape.
+mismatch(key, shape) := "an element is of another type" if {
+	type_name(data.avfs.config[key]) == shapes[shape].type
+} else := sprintf("it is of type %s", [type_name(data.avfs.config[key])]) if {
+	key in object.keys(data.avfs.config)
+} else := "it is missing"
+
+# has_shape is true for a value of the shape.
+has_shape(value, "strings") if string_list(value)
+
+has_shape(value, "string_lists") if {
+	is_object(value)
+	every list in value {
+		string_list(list)
+	}
+}
+
+has_shape(value, "numbers") if {
+	is_object(value)
+	every n in value {
+		is_number(n)
+	}
+}
+
+has_shape(value, "writer_modes") if {
+	is_object(value)
+	every mode in value {
+		mode in {"every", "last"}
+	}
+}
+
+# string_list is true for a list of strings.
+string_list(value) if {
+	is_array(value)
+	every s in value {
+		is_string(s)
+	}
+}
 
 # ranks orders the decision lattice: deny > require_approval > allow_with_checkpoint > allow.
 ranks := {"allow": 0, "allow_with_checkpoint": 1, "require_approval": 2, "deny": 3}

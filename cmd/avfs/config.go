@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"time"
 
+	"avfs/engine"
 	"avfs/wire"
 )
 
@@ -71,6 +73,20 @@ type policyConfig struct {
 	VerificationKey string `json:"verification_key"`
 	// NoDefaultBundle is the default of --no-default-bundle.
 	NoDefaultBundle bool `json:"no_default_bundle"`
+	// AllowNondeterministic lets bundles call the builtins that reach the
+	// network, read the clock or are random (engine.RefusedBuiltins). It
+	// weakens the policy: see engine.PolicyOptions.
+	AllowNondeterministic bool `json:"allow_nondeterministic"`
+	// EvalTimeout is the deadline of one decision, a Go duration ("1s",
+	// "250ms"); "" is engine.DefaultEvalTimeout. loadConfig parses it into
+	// evalTimeout.
+	EvalTimeout string `json:"eval_timeout"`
+	evalTimeout time.Duration
+}
+
+// engineOptions are the options the policy is compiled with.
+func (p policyConfig) engineOptions() engine.PolicyOptions {
+	return engine.PolicyOptions{AllowNondeterministic: p.AllowNondeterministic, EvalTimeout: p.evalTimeout}
 }
 
 // configPath is AVFS_CONFIG, else $AVFS_HOME/config.json.
@@ -94,6 +110,14 @@ func loadConfig(home string) (config, error) {
 	}
 	if err := json.Unmarshal(bs, &cfg); err != nil {
 		return cfg, wire.Errorf(wire.CodeInvalidInput, "read config %s: %w", path, err).With("path", path)
+	}
+	if t := cfg.Policy.EvalTimeout; t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d <= 0 {
+			return cfg, wire.Errorf(wire.CodeInvalidInput, "read config %s: policy.eval_timeout %q is not a positive duration such as \"1s\" or \"250ms\"", path, t).
+				With("path", path).With("key", "policy.eval_timeout")
+		}
+		cfg.Policy.evalTimeout = d
 	}
 	dir := filepath.Dir(path)
 	for i, b := range cfg.Policy.Bundles {

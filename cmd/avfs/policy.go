@@ -53,15 +53,6 @@ func bundleFlags() []cli.Flag {
 	}
 }
 
-// bundleOptions are the bundles to load from the config file and the flags.
-func (e *env) bundleOptions(c *cli.Context) (bundles.Options, error) {
-	cfg, err := loadConfig(e.home)
-	if err != nil {
-		return bundles.Options{}, err
-	}
-	return e.bundleOptionsOf(c, cfg), nil
-}
-
 // bundleOptionsOf is bundleOptions with the config file already read.
 func (e *env) bundleOptionsOf(c *cli.Context, cfg config) bundles.Options {
 	return bundles.Options{
@@ -72,22 +63,23 @@ func (e *env) bundleOptionsOf(c *cli.Context, cfg config) bundles.Options {
 	}
 }
 
-// loadPolicy loads the bundles and compiles the policy.
+// loadPolicy loads the bundles the config file and the flags name and
+// compiles the policy as the config says.
 func (e *env) loadPolicy(c *cli.Context) (*engine.Policy, *bundles.Set, error) {
-	opts, err := e.bundleOptions(c)
+	cfg, err := loadConfig(e.home)
 	if err != nil {
 		return nil, nil, err
 	}
-	return compilePolicy(c.Context, opts)
+	return compilePolicy(c.Context, e.bundleOptionsOf(c, cfg), cfg.Policy.engineOptions())
 }
 
-// compilePolicy loads the bundles opts names and compiles them.
-func compilePolicy(ctx context.Context, opts bundles.Options) (*engine.Policy, *bundles.Set, error) {
+// compilePolicy loads the bundles opts names and compiles them with popts.
+func compilePolicy(ctx context.Context, opts bundles.Options, popts engine.PolicyOptions) (*engine.Policy, *bundles.Set, error) {
 	set, err := bundles.Load(ctx, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := engine.NewPolicy(ctx, set)
+	p, err := engine.NewPolicy(ctx, set, popts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -345,11 +337,16 @@ exits 2 when a test fails. --coverage reports the coverage of the policy
 			&cli.BoolFlag{Name: "no-default-bundle", Usage: "do not load the default bundle embedded in avfs"},
 		},
 		Action: func(c *cli.Context) error {
+			cfg, err := loadConfig(e.home)
+			if err != nil {
+				return err
+			}
 			res, err := runPolicyTests(c.Context, c.Args().Slice(), testOptions{
-				includeDefault: !c.Bool("no-default-bundle"),
-				coverage:       c.Bool("coverage"),
-				verbose:        c.Bool("verbose"),
-				run:            c.String("run"),
+				includeDefault:        !c.Bool("no-default-bundle"),
+				allowNondeterministic: cfg.Policy.AllowNondeterministic,
+				coverage:              c.Bool("coverage"),
+				verbose:               c.Bool("verbose"),
+				run:                   c.String("run"),
 			})
 			if err != nil {
 				return err
@@ -366,10 +363,11 @@ exits 2 when a test fails. --coverage reports the coverage of the policy
 }
 
 type testOptions struct {
-	includeDefault bool
-	coverage       bool
-	verbose        bool
-	run            string
+	includeDefault        bool
+	allowNondeterministic bool // policy.allow_nondeterministic
+	coverage              bool
+	verbose               bool
+	run                   string
 }
 
 // runPolicyTests runs the tests of paths with OPA's tester, in process.
@@ -413,7 +411,14 @@ func runPolicyTests(ctx context.Context, paths []string, opts testOptions) (test
 		}
 	}
 	res.DefaultBundle = def != nil
+	// The tests are compiled as the policy is (engine.NewPolicy): without
+	// the builtins it refuses, unless the config allows them.
+	compiler := ast.NewCompiler().
+		WithCapabilities(engine.Capabilities(opts.allowNondeterministic)).
+		WithEnablePrintStatements(true).
+		WithDefaultRegoVersion(ast.RegoV1)
 	runner := tester.NewRunner().
+		SetCompiler(compiler).
 		SetModules(modules).
 		CapturePrintOutput(true).
 		EnableTracing(opts.verbose).
@@ -441,11 +446,7 @@ func runPolicyTests(ctx context.Context, paths []string, opts testOptions) (test
 	defer store.Abort(ctx, txn)
 	ch, err := runner.SetStore(store).RunTests(ctx, txn)
 	if err != nil {
-		e := wire.Errorf(wire.CodeBundleInvalid, "compile tests: %w", err)
-		if loc := bundles.Location(err); loc != nil {
-			e.With("file", loc.File).With("row", loc.Row).With("col", loc.Col)
-		}
-		return res, e
+		return res, engine.CompileError("compile tests", err)
 	}
 	for r := range ch {
 		tc := testCase{Package: r.Package, Name: r.Name, DurationUS: r.Duration.Microseconds(), Output: string(r.Output)}

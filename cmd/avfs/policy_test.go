@@ -328,3 +328,94 @@ func TestPolicyTest(t *testing.T) {
 		t.Errorf("broken test file: exit %d, want 1", code)
 	}
 }
+
+// TestPolicyHermetic: a bundle that calls http.send is refused at load
+// with the place of the call, unless policy.allow_nondeterministic; a slow
+// policy is denied past policy.eval_timeout; a copy of the default bundle
+// whose data has the wrong type denies sudo ls.
+func TestPolicyHermetic(t *testing.T) {
+	writeFile := func(t *testing.T, path, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := func(t *testing.T, policy map[string]any) string {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "config.json")
+		bs, _ := json.Marshal(map[string]any{"policy": policy})
+		writeFile(t, path, string(bs))
+		return "AVFS_CONFIG=" + path
+	}
+	network := t.TempDir()
+	writeFile(t, filepath.Join(network, "policy.rego"), "package avfs\n\ndecision := {\"decision\": \"allow\", \"reasons\": []} if {\n\thttp.send({\"method\": \"get\", \"url\": \"http://127.0.0.1:1\"})\n}\n")
+	slow := t.TempDir()
+	writeFile(t, filepath.Join(slow, "policy.rego"), "package avfs\n\nslow := count([x |\n\tsome x in numbers.range(1, 100000)\n\tsome y in numbers.range(1, 100000)\n\tx + y < 0\n])\n\ndecision := {\"decision\": \"allow\", \"reasons\": []} if slow == 0\n")
+	wrongData := t.TempDir()
+	if err := os.CopyFS(wrongData, os.DirFS(filepath.Join("..", "..", "policies"))); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(filepath.Join(wrongData, "data.json"))
+	var data map[string]map[string]map[string]any
+	if err := json.Unmarshal(raw, &data); err != nil {
+		t.Fatal(err)
+	}
+	data["avfs"]["config"]["privileged_programs"] = "sudo"
+	raw, _ = json.Marshal(data)
+	writeFile(t, filepath.Join(wrongData, "data.json"), string(raw))
+
+	t.Run("http.send is refused", func(t *testing.T) {
+		doc, code := runAVFSJSON(t, nil, "policy", "eval", "--no-default-bundle", "--bundle", network, "--", "ls")
+		errObj, _ := doc["error"].(map[string]any)
+		if code != 1 || errObj["code"] != "bundle_invalid" || errObj["builtin"] != "http.send" ||
+			errObj["file"] != filepath.Join(network, "policy.rego") || errObj["row"] != float64(4) || errObj["col"] != float64(2) {
+			t.Fatalf("exit %d, %v; want bundle_invalid at policy.rego:4:2", code, doc)
+		}
+		if msg, _ := errObj["message"].(string); !strings.Contains(msg, "policy.allow_nondeterministic") {
+			t.Errorf("message %q does not name the setting", msg)
+		}
+	})
+	t.Run("allowed by the config", func(t *testing.T) {
+		env := []string{config(t, map[string]any{"allow_nondeterministic": true})}
+		doc, code := runAVFSJSON(t, env, "policy", "eval", "--no-default-bundle", "--bundle", network, "--", "ls")
+		// Nothing listens on port 1: http.send fails, so the policy fails closed.
+		if code != 0 || doc["decision"] != "deny" {
+			t.Errorf("exit %d, %v", code, doc)
+		}
+	})
+	t.Run("eval timeout", func(t *testing.T) {
+		env := []string{config(t, map[string]any{"eval_timeout": "200ms"})}
+		doc, code := runAVFSJSON(t, env, "policy", "eval", "--no-default-bundle", "--bundle", slow, "--", "ls")
+		if code != 0 || doc["decision"] != "deny" || !slices.Equal(reasonIDs(doc), []string{"avfs.engine.eval_timeout"}) {
+			t.Errorf("exit %d, %v", code, doc)
+		}
+		doc, code = runAVFSJSON(t, []string{config(t, map[string]any{"eval_timeout": "soon"})}, "policy", "eval", "--", "ls")
+		if errObj, _ := doc["error"].(map[string]any); code != 1 || errObj["code"] != "invalid_input" || errObj["key"] != "policy.eval_timeout" {
+			t.Errorf("bad eval_timeout: exit %d, %v", code, doc)
+		}
+	})
+	t.Run("wrong-typed data", func(t *testing.T) {
+		doc, code := runAVFSJSON(t, nil, "policy", "eval", "--no-default-bundle", "--bundle", wrongData, "--", "sudo", "ls")
+		if code != 0 || doc["decision"] != "deny" || !slices.Equal(reasonIDs(doc), []string{"avfs.engine.config_invalid"}) {
+			t.Fatalf("exit %d, %v", code, doc)
+		}
+		if r := doc["reasons"].([]any)[0].(map[string]any); !strings.Contains(r["message"].(string), "privileged_programs must be a list of strings") {
+			t.Errorf("reason %v does not name the key", r)
+		}
+	})
+	t.Run("policy test refuses time.now_ns", func(t *testing.T) {
+		dir := t.TempDir()
+		writeFile(t, filepath.Join(dir, "clock_test.rego"), "package clock_test\n\ntest_now if {\n\ttime.now_ns() > 0\n}\n")
+		doc, code := runAVFSJSON(t, nil, "policy", "test", dir)
+		if errObj, _ := doc["error"].(map[string]any); code != 1 || errObj["code"] != "bundle_invalid" || errObj["builtin"] != "time.now_ns" || errObj["row"] != float64(4) {
+			t.Errorf("exit %d, %v", code, doc)
+		}
+		doc, code = runAVFSJSON(t, []string{config(t, map[string]any{"allow_nondeterministic": true})}, "policy", "test", dir)
+		if code != 0 || doc["passed"] != float64(1) {
+			t.Errorf("allowed: exit %d, %v", code, doc)
+		}
+	})
+}

@@ -154,9 +154,9 @@ func (e *env) proxyRunner(c *cli.Context) (*runner.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := e.bundleOptionsOf(c, cfg)
+	opts, popts := e.bundleOptionsOf(c, cfg), cfg.Policy.engineOptions()
 	load := func(ctx context.Context) (*engine.Policy, error) {
-		p, _, err := compilePolicy(ctx, opts)
+		p, _, err := compilePolicy(ctx, opts, popts)
 		return p, err
 	}
 	sb, err := e.sandboxOf(cfg)

@@ -60,7 +60,7 @@ func benchPolicyWarm(ctx context.Context, cfg config) (section, error) {
 	if err != nil {
 		return s, err
 	}
-	p, err := engine.NewPolicy(ctx, set)
+	p, err := engine.NewPolicy(ctx, set, engine.PolicyOptions{})
 	if err != nil {
 		return s, err
 	}
@@ -136,7 +136,7 @@ func constantPolicy(ctx context.Context, cfg config) (*engine.Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return engine.NewPolicy(ctx, set)
+	return engine.NewPolicy(ctx, set, engine.PolicyOptions{})
 }
 
 func readPolicyCase(name string) (*wire.Input, error) {
