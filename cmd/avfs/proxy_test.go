@@ -80,12 +80,15 @@ func newProxyAVFS(t *testing.T) *avfs {
 // runDir is the run root of a: where each run has its directory.
 func (a *avfs) runDir() string { return filepath.Join(a.home, "run") }
 
-// runDirs lists the run directories in the run root of a.
+// runDirs lists the run directories in the run root of a (not the
+// kernel's remembered answer to the sandbox probe, which stays there).
 func (a *avfs) runDirs() []string {
 	ents, _ := os.ReadDir(a.runDir())
 	var out []string
 	for _, e := range ents {
-		out = append(out, e.Name())
+		if strings.HasPrefix(e.Name(), "exec-") {
+			out = append(out, e.Name())
+		}
 	}
 	return out
 }
