@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -88,6 +89,15 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 			cmd.Dynamic = true
 		}
 	}
+	if u.tooDeep {
+		// What runs under so many wrappers is not known: the input must
+		// not be allowed, so it is recorded as a script that did not parse.
+		cmd.Dynamic = true
+		if b.script == nil {
+			b.script = newScript(ex.raw, "")
+		}
+		b.parseError("wrappers nested more than " + strconv.Itoa(maxWrappers) + " deep")
+	}
 	for _, as := range [2][]envAssignment{ex.assigns, u.assigns} {
 		for _, a := range as {
 			cmd.Assignments[a.name] = a.value.text
@@ -162,11 +172,13 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 			skip[i] = isAssignment(a.text)
 		}
 	}
-	if u.scriptArg > 0 && u.scriptArg <= len(args) {
-		if skip == nil {
-			skip = make([]bool, len(args))
+	for _, k := range u.scriptArgs {
+		if k > 0 && k <= len(args) {
+			if skip == nil {
+				skip = make([]bool, len(args))
+			}
+			skip[k-1] = true
 		}
-		skip[u.scriptArg-1] = true
 	}
 	b.classifyArgs(&cmd, args, name, in, skip, runDir, idx)
 	for _, r := range ex.redirs {
