@@ -155,7 +155,8 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 			}
 		}
 	}
-	var skip []bool // args that are not this command's own (find -exec …, flock -c …, eval code)
+	var skip []bool         // args that are not this command's own (find -exec …, flock -c …, eval code)
+	var gitRuns []shellWord // shell commands git runs from its configuration
 	switch name {
 	case "find":
 		skip = findExecWords(args)
@@ -171,6 +172,10 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 		for i, a := range args {
 			skip[i] = isAssignment(a.text)
 		}
+	case "git":
+		var assigns []envAssignment
+		assigns = append(append(assigns, ex.assigns...), u.assigns...)
+		gitRuns, skip = gitCommands(args, assigns)
 	}
 	for _, k := range u.scriptArgs {
 		if k > 0 && k <= len(args) {
@@ -215,6 +220,9 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 			b.pipesToShell()
 		}
 	}
+	for _, c := range gitRuns {
+		b.gitConfigCommand(sc, runDir, c, ex.raw)
+	}
 	switch name {
 	case "eval":
 		b.evalArgs(sc, args)
@@ -240,6 +248,23 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 // (sh -c) working in dir. Its commands read the command's stdin.
 func (b *inputBuilder) runScript(sc *shellScope, dir dirState, src, shell string) {
 	b.parseScript(shellScope{origin: originScript, depth: sc.depth + 1, dir: &dir, pipeLen: 1, pipeReader: sc.pipeReader}, src, shell)
+}
+
+// gitConfigCommand records a shell command git runs from its
+// configuration (git -c core.pager=…, GIT_SSH_COMMAND=…), with origin
+// git_config: a literal one is parsed as a script; any other is one
+// command whose program is that word, dynamic, which no rule can allow
+// by name.
+func (b *inputBuilder) gitConfigCommand(sc *shellScope, dir dirState, c shellWord, raw string) {
+	if c.literal {
+		b.parseScript(shellScope{origin: originGitConfig, depth: sc.depth + 1, dir: &dir, pipeLen: 1}, c.text, "sh")
+		return
+	}
+	if c.subst {
+		b.pipesToShell()
+	}
+	sub := shellScope{origin: originGitConfig, depth: sc.depth + 1, dir: &dir, pipeLen: 1}
+	b.addCommand(&sub, []shellWord{c}, cmdExtra{raw: raw})
 }
 
 // classifyArgs fills the command's flags, flag values and operands from

