@@ -39,6 +39,7 @@ const (
 	originEval         = "eval"
 	originXargs        = "xargs"
 	originFind         = "find"
+	originGitConfig    = "git_config"
 )
 
 // Sources of a path (wire.Path.Source).

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -88,6 +89,15 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 			cmd.Dynamic = true
 		}
 	}
+	if u.tooDeep {
+		// What runs under so many wrappers is not known: the input must
+		// not be allowed, so it is recorded as a script that did not parse.
+		cmd.Dynamic = true
+		if b.script == nil {
+			b.script = newScript(ex.raw, "")
+		}
+		b.parseError("wrappers nested more than " + strconv.Itoa(maxWrappers) + " deep")
+	}
 	for _, as := range [2][]envAssignment{ex.assigns, u.assigns} {
 		for _, a := range as {
 			cmd.Assignments[a.name] = a.value.text
@@ -145,7 +155,8 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 			}
 		}
 	}
-	var skip []bool // args that are not this command's own (find -exec …, flock -c …, eval code)
+	var skip []bool         // args that are not this command's own (find -exec …, flock -c …, eval code)
+	var gitRuns []shellWord // shell commands git runs from its configuration
 	switch name {
 	case "find":
 		skip = findExecWords(args)
@@ -161,12 +172,18 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 		for i, a := range args {
 			skip[i] = isAssignment(a.text)
 		}
+	case "git":
+		var assigns []envAssignment
+		assigns = append(append(assigns, ex.assigns...), u.assigns...)
+		gitRuns, skip = gitCommands(args, assigns)
 	}
-	if u.scriptArg > 0 && u.scriptArg <= len(args) {
-		if skip == nil {
-			skip = make([]bool, len(args))
+	for _, k := range u.scriptArgs {
+		if k > 0 && k <= len(args) {
+			if skip == nil {
+				skip = make([]bool, len(args))
+			}
+			skip[k-1] = true
 		}
-		skip[u.scriptArg-1] = true
 	}
 	b.classifyArgs(&cmd, args, name, in, skip, runDir, idx)
 	for _, r := range ex.redirs {
@@ -203,6 +220,9 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 			b.pipesToShell()
 		}
 	}
+	for _, c := range gitRuns {
+		b.gitConfigCommand(sc, runDir, c, ex.raw)
+	}
 	switch name {
 	case "eval":
 		b.evalArgs(sc, args)
@@ -228,6 +248,23 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 // (sh -c) working in dir. Its commands read the command's stdin.
 func (b *inputBuilder) runScript(sc *shellScope, dir dirState, src, shell string) {
 	b.parseScript(shellScope{origin: originScript, depth: sc.depth + 1, dir: &dir, pipeLen: 1, pipeReader: sc.pipeReader}, src, shell)
+}
+
+// gitConfigCommand records a shell command git runs from its
+// configuration (git -c core.pager=…, GIT_SSH_COMMAND=…), with origin
+// git_config: a literal one is parsed as a script; any other is one
+// command whose program is that word, dynamic, which no rule can allow
+// by name.
+func (b *inputBuilder) gitConfigCommand(sc *shellScope, dir dirState, c shellWord, raw string) {
+	if c.literal {
+		b.parseScript(shellScope{origin: originGitConfig, depth: sc.depth + 1, dir: &dir, pipeLen: 1}, c.text, "sh")
+		return
+	}
+	if c.subst {
+		b.pipesToShell()
+	}
+	sub := shellScope{origin: originGitConfig, depth: sc.depth + 1, dir: &dir, pipeLen: 1}
+	b.addCommand(&sub, []shellWord{c}, cmdExtra{raw: raw})
 }
 
 // classifyArgs fills the command's flags, flag values and operands from

@@ -41,7 +41,10 @@ type Command struct {
 	// Origin says where the command was found: "argv" (top level), "script"
 	// (a shell script), "substitution" ($(…), backticks, <(…)), "eval"
 	// (a literal eval, trap or alias string), "xargs" (run by xargs), "find"
-	// (run by find -exec, -execdir, -ok or -okdir).
+	// (run by find -exec, -execdir, -ok or -okdir), "git_config" (a shell
+	// command git runs from its configuration: git -c core.sshCommand=…,
+	// alias.x=!…, GIT_SSH_COMMAND, GIT_PAGER, GIT_CONFIG_PARAMETERS …; one
+	// whose value is not literal is a single dynamic command named by it).
 	Origin string `json:"origin"`
 	// Pipeline is the index of this command within its pipeline (0 for the
 	// first or a command not in a pipeline) and PipelineLen its length.
