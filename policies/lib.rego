@@ -26,6 +26,9 @@ config_shapes := {
 	"git_network_subcommands": "strings",
 	"package_subcommands": "string_lists",
 	"privileged_programs": "strings",
+	"privileged_options": "string_lists",
+	"privileged_setters": "strings",
+	"long_option_abbreviations": "string_maps",
 	"device_prefixes": "strings",
 	"host_paths_allowed": "strings",
 	"host_path_prefixes_allowed": "strings",
@@ -45,6 +48,7 @@ shapes := {
 	"string_lists": {"type": "object", "name": "an object of lists of strings"},
 	"numbers": {"type": "object", "name": "an object of numbers"},
 	"writer_modes": {"type": "object", "name": `an object of "every" or "last"`},
+	"string_maps": {"type": "object", "name": "an object of objects of strings"},
 }
 
 # config_problems say what is wrong with data.avfs.config: it is not an
@@ -79,6 +83,16 @@ has_shape(value, "string_lists") if {
 	is_object(value)
 	every list in value {
 		string_list(list)
+	}
+}
+
+has_shape(value, "string_maps") if {
+	is_object(value)
+	every m in value {
+		is_object(m)
+		every s in m {
+			is_string(s)
+		}
 	}
 }
 
@@ -297,6 +311,17 @@ dynamic_word(w) if contains(w, "`")
 # changes privileges or administers the host.
 privileged(cmd) if program_in(cmd.program, cfg.privileged_programs)
 
+# A program that only reads unless given an option of
+# cfg.privileged_options (sysctl -w), or an operand name=value when it is
+# in cfg.privileged_setters (sysctl kernel.x=1), changes the host then.
+privileged(cmd) if option_given(cmd, cfg.privileged_options[cmd.program])
+
+privileged(cmd) if {
+	cmd.program in cfg.privileged_setters
+	some operand in operands(cmd)
+	contains(operand, "=")
+}
+
 privileged(cmd) if {
 	some w in cmd.wrappers
 	program_in(w.name, cfg.privileged_programs)
@@ -364,7 +389,7 @@ writes_arg(cmd, arg) if {
 }
 
 writes_arg(cmd, arg) if {
-	strings.any_prefix_match(array.concat(cmd.args, cmd.flags), cfg.path_writer_options[cmd.program])
+	option_given(cmd, cfg.path_writer_options[cmd.program])
 	arg in operands(cmd)
 }
 
@@ -483,8 +508,24 @@ read_only(cmd) if {
 # read_only_exception is true when an argument of the command starts with one
 # of the prefixes cfg.read_only_unless_args lists for its program (find
 # -delete, sort -o …).
-read_only_exception(cmd) if {
-	strings.any_prefix_match(array.concat(cmd.args, cmd.flags), cfg.read_only_unless_args[cmd.program])
+read_only_exception(cmd) if option_given(cmd, cfg.read_only_unless_args[cmd.program])
+
+# option_given is true when the command is given one of options: an
+# argument or flag starts with it ("-o", "-ofile", "--output=f"), or an
+# argument names a long option by an abbreviation at least as long as the
+# shortest unambiguous one cfg.long_option_abbreviations gives for the
+# program ("sort --out=f" is --output: GNU getopt_long takes any
+# unambiguous prefix). An option without an entry there matches exactly,
+# as the programs that take no abbreviations do.
+option_given(cmd, options) if strings.any_prefix_match(array.concat(cmd.args, cmd.flags), options)
+
+option_given(cmd, options) if {
+	some option in options
+	shortest := cfg.long_option_abbreviations[cmd.program][option]
+	some a in cmd.args
+	name := split(a, "=")[0]
+	startswith(name, shortest)
+	startswith(option, name)
 }
 
 too_many_operands(cmd) if {

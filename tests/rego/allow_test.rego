@@ -146,6 +146,13 @@ test_read_only_programs_with_writing_options if {
 		["sort", "-o", "out", "in"],
 		["sort", "-uo", "out", "in"],
 		["sort", "--output=out", "in"],
+		["sort", "--out=out", "in"],
+		["sort", "--outp", "out", "in"],
+		["sort", "--o", "out", "in"],
+		["diff", "--ou=d", "a", "b"],
+		["date", "--se=2020-01-01"],
+		["file", "--comp", "magic"],
+		["git", "diff", "--outp=patch"],
 		["uniq", "in", "out"],
 		["date", "-s", "2020-01-01"],
 		["tree", "-o", "out"],
@@ -157,6 +164,23 @@ test_read_only_programs_with_writing_options if {
 	] {
 		inp := t.argv_input(argv)
 		t.decision_of(inp) == "allow_with_checkpoint"
+	}
+}
+
+# Only abbreviations at least as long as the shortest unambiguous one
+# name a listed long option; other options keep the program read-only.
+test_long_options_that_are_not_abbreviations if {
+	every argv in [
+		["sort", "--numeric-sort", "in"],
+		["sort", "--", "in"],
+		["sort", "--c", "in"],
+		["diff", "--old-line-format=x", "a", "b"],
+		["diff", "--o=x", "a", "b"],
+		["date", "--date=now"],
+		["git", "log", "--oneline"],
+		["file", "--checking-printout", "x"],
+	] {
+		t.decision_of(t.argv_input(argv)) == "allow"
 	}
 }
 
