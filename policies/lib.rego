@@ -22,6 +22,12 @@ config_shapes := {
 	"git_branch_listing_flags": "strings",
 	"options_with_value": "string_lists",
 	"network_programs": "strings",
+	"network_subcommands": "string_lists",
+	"server_modules": "string_lists",
+	"server_options": "string_lists",
+	"server_programs": "strings",
+	"command_options": "string_lists",
+	"command_subcommands": "string_lists",
 	"remote_sync_programs": "strings",
 	"git_network_subcommands": "strings",
 	"package_subcommands": "string_lists",
@@ -236,7 +242,9 @@ option_value(cmd, i) if cmd.args[i - 1] in object.get(cfg.options_with_value, cm
 
 # invokes is true when the operands start with one of the phrases, of one
 # or two words: "pip install" matches ["pip", "install", "x"]. The phrase ""
-# matches a bare command (no operands) and "*" any invocation.
+# matches a bare command (no operands), "*" any invocation, and "word *"
+# the word followed by at least one operand ("init *" matches
+# ["init", "vite"], not ["init"]).
 invokes(_, phrases) if "*" in phrases
 
 invokes(ops, phrases) if {
@@ -247,6 +255,11 @@ invokes(ops, phrases) if {
 invokes(ops, phrases) if ops[0] in phrases
 
 invokes(ops, phrases) if concat(" ", array.slice(ops, 0, 2)) in phrases
+
+invokes(ops, phrases) if {
+	count(ops) > 1
+	sprintf("%s *", [ops[0]]) in phrases
+}
 
 # package_invocations are the commands that run a package manager with one
 # of the subcommands cfg.package_subcommands lists for it, directly or as a
@@ -272,8 +285,36 @@ package_phrases(program) := phrases if {
 	phrases := cfg.package_subcommands[program]
 } else := cfg.package_subcommands[program_base(program)]
 
-# network is true for a program that talks to the network whatever its arguments.
-network(cmd) if cmd.program in cfg.network_programs
+# network is true for a program that talks to the network whatever its
+# arguments, matched by family: the program or its base name is in
+# cfg.network_programs (nc.openbsd and nc.traditional are nc, wget2 is
+# wget, ping6 is ping); or for a subcommand of cfg.network_subcommands
+# (openssl s_client).
+network(cmd) if program_in(cmd.program, cfg.network_programs)
+
+network(cmd) if invokes(operands(cmd), cfg.network_subcommands[cmd.program])
+
+# listens is true for a command that starts a server: a program of
+# cfg.server_programs, an interpreter given one of the options
+# cfg.server_options lists for it (php -S), or running one of the modules
+# cfg.server_modules lists for it (python -m http.server). Interpreters
+# are found by base name (python3.12 is python).
+listens(cmd) if cmd.program in cfg.server_programs
+
+listens(cmd) if option_given(cmd, cfg.server_options[program_base(cmd.program)])
+
+listens(cmd) if {
+	some i, "-m" in cmd.args
+	cmd.args[i + 1] in cfg.server_modules[program_base(cmd.program)]
+}
+
+# runs_hidden_command is true for a command given a command line in an
+# option (sort --compress-program, tar --to-command) or a subcommand
+# (git submodule foreach) that the parser does not take apart: what runs
+# is not among the commands the rules see.
+runs_hidden_command(cmd) if option_given(cmd, cfg.command_options[cmd.program])
+
+runs_hidden_command(cmd) if invokes(operands(cmd), cfg.command_subcommands[cmd.program])
 
 # dynamic_command is true for the command at index i when its program word
 # is not literal, or when it is a shell (-c) or eval-like builtin given code
@@ -450,10 +491,11 @@ redirects contains r if {
 redirects contains r if some r in input.script.redirects
 
 # write_redirect is true for a redirect that writes a file (">", ">>", "&>",
-# "2>", ">|", "<>", ">&file"); duplicating a descriptor ("2>&1") and writing
+# "&>>", "2>", ">|", "<>", ">&file", and each through a descriptor named by
+# a variable: "{fd}>"); duplicating a descriptor ("2>&1") and writing
 # to a harmless device ("2>/dev/null") are not writes.
 write_redirect(r) if {
-	regex.match(`^[0-9]*(>|>>|>\||&>|&>>|<>|>&)$`, r.op)
+	regex.match(`^([0-9]*|\{[A-Za-z_][A-Za-z0-9_]*\})(>|>>|>\||&>|&>>|<>|>&)$`, r.op)
 	not fd_duplication(r)
 	not harmless_target(r)
 }
