@@ -7,7 +7,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 TAGS    := urfave_cli_no_docs
 PKGS    := ./...
 
-.PHONY: all build test test-go test-rego lint bench deps clean
+.PHONY: all build test test-go test-rego test-corpus lint bench deps clean
 
 all: build
 
@@ -32,7 +32,15 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-test: lint test-rego test-go
+test: lint test-rego test-corpus test-go
+
+# test-corpus decides the cases of tests/corpus with the default policy
+# (engine's TestCorpus) and prints the score of each category; it fails
+# when a case outside tests/corpus/pending.jsonl is decided otherwise.
+test-corpus:
+	@out="$$($(GO) test ./engine -run '^TestCorpus$$' -count=1 -v 2>&1)"; rc=$$?; \
+	printf '%s\n' "$$out" | sed -n 's/^ *corpus_test.go:[0-9]*: \(corpus.*\)$$/\1/p' | grep -v '^corpus pending [^:]*\.jsonl' ; \
+	if [ $$rc -ne 0 ]; then printf '%s\n' "$$out" | grep -v '^=== '; exit $$rc; fi
 
 test-go: build
 	AVFS_BIN=$(CURDIR)/bin/avfs $(GO) test -race -count=1 -timeout 40m $(PKGS)

@@ -69,3 +69,32 @@ reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
 	some i, cmd in lib.commands
 	lib.dynamic_command(i, cmd)
 }
+
+# METADATA
+# title: Servers that listen on the network need approval
+# description: |
+#   python -m http.server, php -S, busybox httpd, nginx … (server_programs,
+#   server_options, server_modules). Approved, the run gets the host's
+#   network, so the server is reachable from the host.
+# custom:
+#   id: avfs.approval.listen
+#   decision: require_approval
+reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
+	some cmd in lib.commands
+	lib.listens(cmd)
+}
+
+# METADATA
+# title: Commands given in options or subcommands the policy cannot read need approval
+# description: |
+#   sort --compress-program, tar -I and --to-command, rg --pre, git
+#   submodule foreach, git bisect run (command_options,
+#   command_subcommands) run a program or shell code that is not among
+#   the commands the rules see.
+# custom:
+#   id: avfs.approval.hidden_command
+#   decision: require_approval
+reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
+	some cmd in lib.commands
+	lib.runs_hidden_command(cmd)
+}

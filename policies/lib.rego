@@ -22,10 +22,19 @@ config_shapes := {
 	"git_branch_listing_flags": "strings",
 	"options_with_value": "string_lists",
 	"network_programs": "strings",
+	"network_subcommands": "string_lists",
+	"server_modules": "string_lists",
+	"server_options": "string_lists",
+	"server_programs": "strings",
+	"command_options": "string_lists",
+	"command_subcommands": "string_lists",
 	"remote_sync_programs": "strings",
 	"git_network_subcommands": "strings",
 	"package_subcommands": "string_lists",
 	"privileged_programs": "strings",
+	"privileged_options": "string_lists",
+	"privileged_setters": "strings",
+	"long_option_abbreviations": "string_maps",
 	"device_prefixes": "strings",
 	"host_paths_allowed": "strings",
 	"host_path_prefixes_allowed": "strings",
@@ -45,6 +54,7 @@ shapes := {
 	"string_lists": {"type": "object", "name": "an object of lists of strings"},
 	"numbers": {"type": "object", "name": "an object of numbers"},
 	"writer_modes": {"type": "object", "name": `an object of "every" or "last"`},
+	"string_maps": {"type": "object", "name": "an object of objects of strings"},
 }
 
 # config_problems say what is wrong with data.avfs.config: it is not an
@@ -79,6 +89,16 @@ has_shape(value, "string_lists") if {
 	is_object(value)
 	every list in value {
 		string_list(list)
+	}
+}
+
+has_shape(value, "string_maps") if {
+	is_object(value)
+	every m in value {
+		is_object(m)
+		every s in m {
+			is_string(s)
+		}
 	}
 }
 
@@ -222,7 +242,9 @@ option_value(cmd, i) if cmd.args[i - 1] in object.get(cfg.options_with_value, cm
 
 # invokes is true when the operands start with one of the phrases, of one
 # or two words: "pip install" matches ["pip", "install", "x"]. The phrase ""
-# matches a bare command (no operands) and "*" any invocation.
+# matches a bare command (no operands), "*" any invocation, and "word *"
+# the word followed by at least one operand ("init *" matches
+# ["init", "vite"], not ["init"]).
 invokes(_, phrases) if "*" in phrases
 
 invokes(ops, phrases) if {
@@ -233,6 +255,11 @@ invokes(ops, phrases) if {
 invokes(ops, phrases) if ops[0] in phrases
 
 invokes(ops, phrases) if concat(" ", array.slice(ops, 0, 2)) in phrases
+
+invokes(ops, phrases) if {
+	count(ops) > 1
+	sprintf("%s *", [ops[0]]) in phrases
+}
 
 # package_invocations are the commands that run a package manager with one
 # of the subcommands cfg.package_subcommands lists for it, directly or as a
@@ -258,8 +285,36 @@ package_phrases(program) := phrases if {
 	phrases := cfg.package_subcommands[program]
 } else := cfg.package_subcommands[program_base(program)]
 
-# network is true for a program that talks to the network whatever its arguments.
-network(cmd) if cmd.program in cfg.network_programs
+# network is true for a program that talks to the network whatever its
+# arguments, matched by family: the program or its base name is in
+# cfg.network_programs (nc.openbsd and nc.traditional are nc, wget2 is
+# wget, ping6 is ping); or for a subcommand of cfg.network_subcommands
+# (openssl s_client).
+network(cmd) if program_in(cmd.program, cfg.network_programs)
+
+network(cmd) if invokes(operands(cmd), cfg.network_subcommands[cmd.program])
+
+# listens is true for a command that starts a server: a program of
+# cfg.server_programs, an interpreter given one of the options
+# cfg.server_options lists for it (php -S), or running one of the modules
+# cfg.server_modules lists for it (python -m http.server). Interpreters
+# are found by base name (python3.12 is python).
+listens(cmd) if cmd.program in cfg.server_programs
+
+listens(cmd) if option_given(cmd, cfg.server_options[program_base(cmd.program)])
+
+listens(cmd) if {
+	some i, "-m" in cmd.args
+	cmd.args[i + 1] in cfg.server_modules[program_base(cmd.program)]
+}
+
+# runs_hidden_command is true for a command given a command line in an
+# option (sort --compress-program, tar --to-command) or a subcommand
+# (git submodule foreach) that the parser does not take apart: what runs
+# is not among the commands the rules see.
+runs_hidden_command(cmd) if option_given(cmd, cfg.command_options[cmd.program])
+
+runs_hidden_command(cmd) if invokes(operands(cmd), cfg.command_subcommands[cmd.program])
 
 # dynamic_command is true for the command at index i when its program word
 # is not literal, or when it is a shell (-c) or eval-like builtin given code
@@ -296,6 +351,17 @@ dynamic_word(w) if contains(w, "`")
 # privileged is true when the program or any wrapper around it (sudo, doas …)
 # changes privileges or administers the host.
 privileged(cmd) if program_in(cmd.program, cfg.privileged_programs)
+
+# A program that only reads unless given an option of
+# cfg.privileged_options (sysctl -w), or an operand name=value when it is
+# in cfg.privileged_setters (sysctl kernel.x=1), changes the host then.
+privileged(cmd) if option_given(cmd, cfg.privileged_options[cmd.program])
+
+privileged(cmd) if {
+	cmd.program in cfg.privileged_setters
+	some operand in operands(cmd)
+	contains(operand, "=")
+}
 
 privileged(cmd) if {
 	some w in cmd.wrappers
@@ -364,7 +430,7 @@ writes_arg(cmd, arg) if {
 }
 
 writes_arg(cmd, arg) if {
-	strings.any_prefix_match(array.concat(cmd.args, cmd.flags), cfg.path_writer_options[cmd.program])
+	option_given(cmd, cfg.path_writer_options[cmd.program])
 	arg in operands(cmd)
 }
 
@@ -425,10 +491,11 @@ redirects contains r if {
 redirects contains r if some r in input.script.redirects
 
 # write_redirect is true for a redirect that writes a file (">", ">>", "&>",
-# "2>", ">|", "<>", ">&file"); duplicating a descriptor ("2>&1") and writing
+# "&>>", "2>", ">|", "<>", ">&file", and each through a descriptor named by
+# a variable: "{fd}>"); duplicating a descriptor ("2>&1") and writing
 # to a harmless device ("2>/dev/null") are not writes.
 write_redirect(r) if {
-	regex.match(`^[0-9]*(>|>>|>\||&>|&>>|<>|>&)$`, r.op)
+	regex.match(`^([0-9]*|\{[A-Za-z_][A-Za-z0-9_]*\})(>|>>|>\||&>|&>>|<>|>&)$`, r.op)
 	not fd_duplication(r)
 	not harmless_target(r)
 }
@@ -483,8 +550,24 @@ read_only(cmd) if {
 # read_only_exception is true when an argument of the command starts with one
 # of the prefixes cfg.read_only_unless_args lists for its program (find
 # -delete, sort -o …).
-read_only_exception(cmd) if {
-	strings.any_prefix_match(array.concat(cmd.args, cmd.flags), cfg.read_only_unless_args[cmd.program])
+read_only_exception(cmd) if option_given(cmd, cfg.read_only_unless_args[cmd.program])
+
+# option_given is true when the command is given one of options: an
+# argument or flag starts with it ("-o", "-ofile", "--output=f"), or an
+# argument names a long option by an abbreviation at least as long as the
+# shortest unambiguous one cfg.long_option_abbreviations gives for the
+# program ("sort --out=f" is --output: GNU getopt_long takes any
+# unambiguous prefix). An option without an entry there matches exactly,
+# as the programs that take no abbreviations do.
+option_given(cmd, options) if strings.any_prefix_match(array.concat(cmd.args, cmd.flags), options)
+
+option_given(cmd, options) if {
+	some option in options
+	shortest := cfg.long_option_abbreviations[cmd.program][option]
+	some a in cmd.args
+	name := split(a, "=")[0]
+	startswith(name, shortest)
+	startswith(option, name)
 }
 
 too_many_operands(cmd) if {

@@ -146,10 +146,16 @@ test_read_only_programs_with_writing_options if {
 		["sort", "-o", "out", "in"],
 		["sort", "-uo", "out", "in"],
 		["sort", "--output=out", "in"],
+		["sort", "--out=out", "in"],
+		["sort", "--outp", "out", "in"],
+		["sort", "--o", "out", "in"],
+		["diff", "--ou=d", "a", "b"],
+		["date", "--se=2020-01-01"],
+		["file", "--comp", "magic"],
+		["git", "diff", "--outp=patch"],
 		["uniq", "in", "out"],
 		["date", "-s", "2020-01-01"],
 		["tree", "-o", "out"],
-		["rg", "--pre", "sh", "x"],
 		["git", "branch", "new-feature"],
 		["git", "branch", "-D", "old"],
 		["git", "diff", "--output=patch"],
@@ -157,6 +163,23 @@ test_read_only_programs_with_writing_options if {
 	] {
 		inp := t.argv_input(argv)
 		t.decision_of(inp) == "allow_with_checkpoint"
+	}
+}
+
+# Only abbreviations at least as long as the shortest unambiguous one
+# name a listed long option; other options keep the program read-only.
+test_long_options_that_are_not_abbreviations if {
+	every argv in [
+		["sort", "--numeric-sort", "in"],
+		["sort", "--", "in"],
+		["sort", "--c", "in"],
+		["diff", "--old-line-format=x", "a", "b"],
+		["diff", "--o=x", "a", "b"],
+		["date", "--date=now"],
+		["git", "log", "--oneline"],
+		["file", "--checking-printout", "x"],
+	] {
+		t.decision_of(t.argv_input(argv)) == "allow"
 	}
 }
 
@@ -181,7 +204,7 @@ test_unsafe_assignments if {
 }
 
 test_write_redirects if {
-	every op in [">", ">>", "&>", "&>>", "2>", "1>", ">|", "<>", ">&"] {
+	every op in [">", ">>", "&>", "&>>", "2>", "1>", ">|", "<>", ">&", "3>|", "{fd}>", "{log_fd}>>", "{fd}>|", "{fd}<>"] {
 		r := [{"op": op, "target": "out.txt"}]
 		inp := t.sh_c("echo hi", t.in_script([t.with_fields(["echo", "hi"], {"redirects": r})]), {"redirects": r})
 		res := t.result(inp)
@@ -191,6 +214,15 @@ test_write_redirects if {
 			"decision": "allow_with_checkpoint",
 			"message": sprintf("Commands that may change the vault run after a checkpoint: %s out.txt", [op]),
 		}]
+	}
+}
+
+# Named descriptors are closed or duplicated without writing a file, and
+# other brace words are no descriptor.
+test_named_descriptor_redirects_that_do_not_write if {
+	every r in [{"op": "{fd}>&", "target": "-"}, {"op": "{fd}>&", "target": "2"}, {"op": "{fd}<", "target": "in.txt"}, {"op": "{1x}>", "target": "out.txt"}] {
+		inp := t.sh_c("echo hi", t.in_script([t.with_fields(["echo", "hi"], {"redirects": [r]})]), {"redirects": [r]})
+		t.decision_of(inp) == "allow"
 	}
 }
 

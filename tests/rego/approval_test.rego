@@ -17,10 +17,44 @@ test_network_programs if {
 		["gh", "pr", "list"],
 		["/usr/bin/curl", "-O", "https://example.com/x"],
 		["npx", "cowsay", "hi"],
+		["host", "example.com"],
+		["ssh-keyscan", "github.com"],
+		["httpie", "cli", "plugins", "list"],
 	] {
 		inp := t.argv_input(argv)
 		t.decision_of(inp) == "require_approval"
 		"avfs.approval.network" in t.ids(inp)
+	}
+}
+
+# Network programs are matched by family: a base name in the list (what
+# precedes a dot, without trailing digits) is enough.
+test_network_program_families if {
+	every argv in [
+		["nc.openbsd", "example.com", "80"],
+		["nc.traditional", "-l", "4444"],
+		["/usr/bin/nc.openbsd", "-z", "host", "22"],
+		["wget2", "https://example.com/f"],
+		["ping6", "::1"],
+		["ncat", "example.com", "443"],
+	] {
+		inp := t.argv_input(argv)
+		t.decision_of(inp) == "require_approval"
+		"avfs.approval.network" in t.ids(inp)
+	}
+}
+
+test_network_subcommands if {
+	every argv in [
+		["openssl", "s_client", "-connect", "example.com:443"],
+		["openssl", "s_server", "-accept", "4433"],
+	] {
+		inp := t.argv_input(argv)
+		t.decision_of(inp) == "require_approval"
+		"avfs.approval.network" in t.ids(inp)
+	}
+	every argv in [["openssl", "sha256", "f"], ["openssl", "req", "-new"], ["openssl", "version"]] {
+		not "avfs.approval.network" in t.ids(t.argv_input(argv))
 	}
 }
 
@@ -46,7 +80,7 @@ test_network_inside_sh_c if {
 }
 
 test_not_network if {
-	every argv in [["ls"], ["curlie-local"], ["make", "curl"], ["echo", "wget"]] {
+	every argv in [["ls"], ["curlie-local"], ["make", "curl"], ["echo", "wget"], ["ssh-keygen", "-t", "ed25519"], ["hostname"]] {
 		not "avfs.approval.network" in t.ids(t.argv_input(argv))
 	}
 }
@@ -84,6 +118,11 @@ test_git_remote if {
 		["git", "submodule", "update", "--init"],
 		["git", "-C", "sub", "fetch"],
 		["/usr/bin/git", "--no-pager", "pull"],
+		["git", "remote", "update"],
+		["git", "lfs", "fetch"],
+		["git", "lfs", "pull"],
+		["git", "lfs", "push", "origin", "main"],
+		["git", "lfs", "clone", "https://example.com/r.git"],
 	] {
 		inp := t.argv_input(argv)
 		t.decision_of(inp) == "require_approval"
@@ -99,7 +138,7 @@ test_git_remote_in_script if {
 }
 
 test_git_local if {
-	every argv in [["git", "status"], ["git", "commit", "-m", "fetch"], ["git", "submodule", "status"], ["git", "-C", "clone", "status"]] {
+	every argv in [["git", "status"], ["git", "commit", "-m", "fetch"], ["git", "submodule", "status"], ["git", "-C", "clone", "status"], ["git", "lfs", "ls-files"], ["git", "remote", "-v"]] {
 		not "avfs.approval.git_remote" in t.ids(t.argv_input(argv))
 	}
 }
@@ -129,6 +168,27 @@ test_package_installs if {
 		["gem", "install", "rails"],
 		["apt-get", "install", "-y", "jq"],
 		["apt", "update"],
+		["apt-get", "download", "curl"],
+		["npm", "create", "vite@latest", "app"],
+		["npm", "x", "cowsay"],
+		["npm", "init", "react-app", "app"],
+		["npm", "audit"],
+		["pnpm", "up"],
+		["pnpm", "dlx", "create-vite"],
+		["yarn", "dlx", "create-next-app"],
+		["pip", "download", "requests"],
+		["pip", "wheel", "-r", "requirements.txt"],
+		["go", "mod", "download"],
+		["cargo", "fetch"],
+		["cargo", "update"],
+		["gem", "fetch", "rails"],
+		["conda", "install", "numpy"],
+		["conda", "create", "-n", "env"],
+		["mamba", "env", "create", "-f", "env.yml"],
+		["docker", "image", "pull", "alpine"],
+		["docker", "container", "run", "alpine"],
+		["docker", "buildx", "build", "."],
+		["podman", "image", "pull", "alpine"],
 		["brew", "install", "jq"],
 		["docker", "pull", "alpine"],
 		["docker", "push", "me/img"],
@@ -174,6 +234,11 @@ test_package_commands_that_stay_local if {
 		["python", "-m", "pytest"],
 		["python", "-m", "venv", ".venv"],
 		["python", "-m"],
+		["npm", "init"],
+		["npm", "init", "-y"],
+		["conda", "list"],
+		["cargo", "test"],
+		["docker", "image", "ls"],
 	] {
 		inp := t.argv_input(argv)
 		not "avfs.approval.packages" in t.ids(inp)
@@ -217,5 +282,80 @@ test_literal_code if {
 	every argv in [["sh", "-c", "echo $HOME"], ["eval", "echo $x"], ["$literal"]] {
 		inp := t.sh_c("…", t.in_script([object.union(t.cmd(argv), {"dynamic": false})]), {})
 		not "avfs.approval.dynamic_command" in t.ids(inp)
+	}
+}
+
+# --- avfs.approval.listen ---------------------------------------------------
+
+test_listening_servers if {
+	every argv in [
+		["python3", "-m", "http.server", "8000"],
+		["python3.12", "-m", "http.server", "--bind", "0.0.0.0"],
+		["python", "-m", "SimpleHTTPServer"],
+		["php", "-S", "0.0.0.0:8080"],
+		["php", "-S0.0.0.0:8080"],
+		["ruby", "-run", "-e", "httpd", "."],
+		["http-server", "-p", "8080"],
+		["nginx", "-g", "daemon off;"],
+	] {
+		inp := t.argv_input(argv)
+		t.decision_of(inp) == "require_approval"
+		"avfs.approval.listen" in t.ids(inp)
+	}
+	bb := t.doc([t.wrapped([["busybox"]], ["httpd", "-f", "-p", "8080"])], null, [])
+	"avfs.approval.listen" in t.ids(bb)
+}
+
+test_listening_server_gets_host_network_when_approved if {
+	r := t.result(t.approved(t.argv_input(["python3", "-m", "http.server"]), "ap-1"))
+	r.sandbox == {"network": "host"}
+}
+
+test_not_listening if {
+	every argv in [
+		["python3", "-m", "pytest"],
+		["python3", "-m", "json.tool", "f"],
+		["python3", "-m"],
+		["php", "artisan", "migrate"],
+		["ruby", "script.rb"],
+		["node", "-m", "http.server"],
+	] {
+		not "avfs.approval.listen" in t.ids(t.argv_input(argv))
+	}
+}
+
+# --- avfs.approval.hidden_command -------------------------------------------
+
+test_hidden_commands if {
+	every argv in [
+		["sort", "--compress-program=gzip", "big"],
+		["sort", "--compress-prog=sh", "big"],
+		["rg", "--pre", "sh", "x"],
+		["tar", "-I", "./x", "-cf", "a.tar", "src"],
+		["tar", "-xIzstd", "-f", "a.tar"],
+		["tar", "--use-compress=./x", "-cf", "a.tar", "src"],
+		["tar", "--to-command=sh -c cat", "-xf", "a.tar"],
+		["tar", "--checkpoint=1", "--checkpoint-action=exec=sh", "-cf", "a.tar", "src"],
+		["git", "submodule", "foreach", "git reset --hard"],
+		["git", "bisect", "run", "make", "test"],
+	] {
+		inp := t.argv_input(argv)
+		t.decision_of(inp) == "require_approval"
+		"avfs.approval.hidden_command" in t.ids(inp)
+	}
+}
+
+test_not_hidden_commands if {
+	every argv in [
+		["sort", "-c", "f"],
+		["sort", "--check", "f"],
+		["tar", "--checkpoint=10", "-cf", "a.tar", "src"],
+		["tar", "--to-stdout", "-xf", "a.tar"],
+		["tar", "-czf", "a.tar.gz", "src"],
+		["git", "submodule", "status"],
+		["git", "bisect", "start"],
+		["rg", "-n", "x"],
+	] {
+		not "avfs.approval.hidden_command" in t.ids(t.argv_input(argv))
 	}
 }

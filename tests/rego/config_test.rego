@@ -34,6 +34,8 @@ test_wrong_types_are_problems if {
 		[{"path_writers": {"rm": "all"}}, `data.avfs.config.path_writers must be an object of "every" or "last": an element is of another type`],
 		[{"host_network_reasons": null}, "data.avfs.config.host_network_reasons must be a list of strings: it is of type null"],
 		[{"shells": false}, "data.avfs.config.shells must be a list of strings: it is of type boolean"],
+		[{"long_option_abbreviations": {"sort": ["--o"]}}, "data.avfs.config.long_option_abbreviations must be an object of objects of strings: an element is of another type"],
+		[{"long_option_abbreviations": {"sort": {"--output": 2}}}, "data.avfs.config.long_option_abbreviations must be an object of objects of strings: an element is of another type"],
 	] {
 		data.avfs.config_problems == {c[1]} with data.avfs.config as with_config(c[0])
 	}

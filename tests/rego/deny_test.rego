@@ -23,10 +23,42 @@ test_privileged_programs if {
 		["nsenter", "-t", "1", "-m"],
 		["unshare", "-r", "sh"],
 		["pkexec", "id"],
+		["sudoedit", "/etc/hosts"],
+		["run0", "id"],
+		["service", "nginx", "restart"],
+		["/usr/sbin/service", "cron", "stop"],
+		["gosu", "root", "id"],
+		["sg", "docker", "-c", "id"],
+		["newgrp", "docker"],
+		["capsh", "--print"],
+		["setcap", "cap_net_raw+ep", "./ping"],
+		["usermod", "-aG", "sudo", "agent"],
+		["passwd"],
 	] {
 		inp := t.argv_input(argv)
 		t.decision_of(inp) == "deny"
 		"avfs.deny.privileged" in t.ids(inp)
+	}
+}
+
+# sysctl reads kernel parameters; given -w, --system, a name=value
+# operand or an abbreviation of its long writing options, it writes them.
+test_privileged_options_and_setters if {
+	every argv in [
+		["sysctl", "-w", "net.ipv4.ip_forward=1"],
+		["sysctl", "kernel.yama.ptrace_scope=0"],
+		["sysctl", "--system"],
+		["sysctl", "--sys"],
+		["sysctl", "--wr", "vm.swappiness=1"],
+		["sysctl", "-p", "/etc/sysctl.conf"],
+		["sysctl", "-qw", "a=1"],
+	] {
+		inp := t.argv_input(argv)
+		t.decision_of(inp) == "deny"
+		"avfs.deny.privileged" in t.ids(inp)
+	}
+	every argv in [["sysctl", "-a"], ["sysctl", "net.ipv4.ip_forward"], ["sysctl", "-n", "kernel.ostype"]] {
+		t.decision_of(t.argv_input(argv)) == "allow"
 	}
 }
 

@@ -165,6 +165,7 @@ test_writes_to_the_read_only_system if {
 		[["ln", "-s", "x", "/usr/bin/x"], "/usr/bin/x"],
 		[["sed", "-i", "s/a/b/", "/etc/hosts"], "/etc/hosts"],
 		[["sed", "--in-place", "s/a/b/", "/etc/hosts"], "/etc/hosts"],
+		[["sed", "--in", "s/a/b/", "/etc/hosts"], "/etc/hosts"],
 		[["perl", "-pi", "-e", "s/a/b/", "/etc/hosts"], "/etc/hosts"],
 		[["find", "/opt", "-name", "*.pyc", "-delete"], "/opt"],
 		[["dd", "if=/dev/zero", "of=/usr/lib/libc.so.6"], "/usr/lib/libc.so.6"],
