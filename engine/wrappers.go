@@ -214,9 +214,15 @@ var wrapperSpecs = map[string]*wrapperSpec{
 		long:       map[string]string{"--isolate": "-i", "--debug": "-d", "--quiet": "-q"},
 		strictLong: true,
 	},
-	"unbuffer":  {flagShort: "p"},
-	"faketime":  {longValue: map[string]string{"--date-prog": "--date-prog"}, flagShort: "mf", positional: 1},
-	"ssh-agent": {valueShort: "aEOPt", noRun: "k"},
+	"unbuffer": {flagShort: "p"},
+	"fakeroot": {
+		valueShort: "lsi", flagShort: "u", strictLong: true,
+		longValue: map[string]string{"--lib": "-l", "--faked": "--faked"},
+		long:      map[string]string{"--unknown-is-real": "-u"},
+	},
+	"dbus-run-session": {longValue: map[string]string{"--config-file": "--config-file", "--dbus-daemon": "--dbus-daemon"}, strictLong: true},
+	"faketime":         {longValue: map[string]string{"--date-prog": "--date-prog"}, flagShort: "mf", positional: 1},
+	"ssh-agent":        {valueShort: "aEOPt", noRun: "k"},
 	"xvfb-run": {
 		valueShort: "efnpsw",
 		longValue: map[string]string{"--error-file": "-e", "--auth-file": "-f", "--server-num": "-n",

