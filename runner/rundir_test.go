@@ -259,10 +259,15 @@ func TestCleanRunMountpoint(t *testing.T) {
 			rec := tc.rec
 			rec.Dir, rec.ID = mp, idOf(fi)
 			if tc.replace {
-				os.Remove(mp)
-				mkdir(t, mp+".tmp", 0o700) // holds the old inode number off
+				// The new one is made while the old one still exists, so
+				// it cannot get the old inode number (a freed inode is
+				// often reused; a new empty directory that takes it holds
+				// nothing anyone else put there).
+				if err := os.Rename(mp, mp+".old"); err != nil {
+					t.Fatal(err)
+				}
 				mkdir(t, mp, 0o700)
-				os.Remove(mp + ".tmp")
+				os.Remove(mp + ".old")
 			}
 			if tc.content {
 				if err := os.WriteFile(filepath.Join(mp, "f"), []byte("x"), 0o644); err != nil {
