@@ -65,10 +65,14 @@ test-rego:
 	$(GO) tool opa eval --format=raw --input .rego-coverage.json \
 		'sprintf("coverage of policies/: %v%% of %v files", [min({r.coverage | some f, r in input.files; startswith(f, "policies/")}), count({f | some f, _ in input.files; startswith(f, "policies/")})])'
 
+# lint: gofmt, go vet, staticcheck (the version pinned in go.mod's tool
+# block), and a go.mod that go mod tidy would not change.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
+	$(GO) mod tidy -diff
 
 bench: build
 	AVFS_BIN=$(CURDIR)/bin/avfs $(GO) run ./tests/bench -out docs/benchmarks.md

@@ -49,8 +49,7 @@ func (d *dirHandle) load(ctx context.Context) syscall.Errno {
 }
 
 // Offsets: 1 is after ".", 2 after "..", 2+k after entry k.
-func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+func (d *dirHandle) Readdirent(context.Context) (*fuse.DirEntry, syscall.Errno) {
 	switch {
 	case d.pos == 0:
 		d.pos = 1

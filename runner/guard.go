@@ -358,5 +358,3 @@ func mountsUnder(dir string) ([]string, error) {
 	}
 	return out, nil
 }
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }

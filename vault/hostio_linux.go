@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -278,12 +277,4 @@ func statTimes(fi fs.FileInfo) (id devIno, nlink uint64, atime, ctime time.Time,
 // opened under its name) are one host file.
 func sameEntry(a, b hostInfo) bool {
 	return a.st.Dev == b.st.Dev && a.st.Ino == b.st.Ino && a.st.Mode&unix.S_IFMT == b.st.Mode&unix.S_IFMT
-}
-
-// relJoin joins a slash-separated relative path and a name.
-func relJoin(rel, name string) string {
-	if rel == "" {
-		return name
-	}
-	return path.Join(rel, name)
 }

@@ -1,7 +1,6 @@
 package vault
 
 import (
-	"bytes"
 	"database/sql"
 	"errors"
 
@@ -415,9 +414,4 @@ func (t *txn) touchDirs(a, b *inode) error {
 		return err
 	}
 	return t.touchDir(b)
-}
-
-// sameContent reports whether two inodes hold the same bytes and mode.
-func sameContent(a, b *inode) bool {
-	return a.kind == b.kind && a.mode == b.mode && a.size == b.size && a.target == b.target && bytes.Equal(a.chunks, b.chunks)
 }
