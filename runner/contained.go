@@ -25,35 +25,13 @@ import (
 // that cannot be built is a *wire.Error with code sandbox_unavailable;
 // nothing of the command ran then.
 func (p *Proc) startSandboxed() error {
-	var childEnds, ours []*os.File
-	defer func() { closeAll(childEnds...) }()
-	fail := func(err error) error {
-		closeAll(ours...)
-		return wire.Errorf(wire.CodeInternal, "runner: pipe: %w", err)
-	}
-	or, ow, err := os.Pipe()
+	pp, err := p.openPipes()
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	childEnds, ours = append(childEnds, ow), append(ours, or)
-	er, ew, err := os.Pipe()
-	if err != nil {
-		return fail(err)
-	}
-	childEnds, ours = append(childEnds, ew), append(ours, er)
-	var stdin *os.File
-	switch r := p.spec.Stdin.(type) {
-	case nil:
-	case *os.File:
-		stdin = r
-	default:
-		sr, sw, err := os.Pipe()
-		if err != nil {
-			return fail(err)
-		}
-		childEnds, ours = append(childEnds, sr), append(ours, sw)
-		stdin, p.stdinW = sr, sw
-	}
+	defer closeAll(pp.child...) // the child's ends, closed once it has them
+	ours := pp.ours
+	or, er, ow, ew, stdin := pp.outR, pp.errR, pp.stdout, pp.stderr, pp.stdin
 	spec := *p.spec.Sandbox
 	spec.Argv, spec.Env, spec.KillGrace = p.spec.Argv, p.spec.Env, p.spec.KillGrace
 	sb, err := sandbox.New(p.spec.Exe, spec)

@@ -270,35 +270,16 @@ func checkSpec(spec *ProcSpec) error {
 // start forks and execs the command. It sets p.cmd only when the command is
 // running; a program that turns out not to be executable ends p instead.
 func (p *Proc) start(path string) error {
-	// The child's ends of the pipes are closed once it has them.
-	var childEnds, ours []*os.File
-	defer func() { closeAll(childEnds...) }()
-	fail := func(err error) error {
-		closeAll(ours...)
-		return wire.Errorf(wire.CodeInternal, "runner: pipe: %w", err)
-	}
-	or, ow, err := os.Pipe()
+	pp, err := p.openPipes()
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	childEnds, ours = append(childEnds, ow), append(ours, or)
-	er, ew, err := os.Pipe()
-	if err != nil {
-		return fail(err)
-	}
-	childEnds, ours = append(childEnds, ew), append(ours, er)
+	defer closeAll(pp.child...) // the child's ends, closed once it has them
+	ours := pp.ours
+	or, er, ow, ew := pp.outR, pp.errR, pp.stdout, pp.stderr
 	var stdin io.Reader
-	switch r := p.spec.Stdin.(type) {
-	case nil:
-	case *os.File:
-		stdin = r
-	default:
-		sr, sw, err := os.Pipe()
-		if err != nil {
-			return fail(err)
-		}
-		childEnds, ours = append(childEnds, sr), append(ours, sw)
-		stdin, p.stdinW = sr, sw
+	if pp.stdin != nil {
+		stdin = pp.stdin
 	}
 	tr, err := newTracker(p.spec.Exclude)
 	if err != nil {
@@ -369,6 +350,50 @@ func (p *Proc) start(path string) error {
 	}
 	p.cmd, p.tr, p.restore = cmd, tr, restore
 	return nil
+}
+
+// pipes are a command's standard streams as avfs sets them up.
+type pipes struct {
+	// stdin is the command's: nil for /dev/null; Stdin itself when it is
+	// an *os.File; else a pipe that a goroutine copies Stdin into
+	// (p.stdinW is its other end).
+	stdin          *os.File
+	stdout, stderr *os.File   // the command's ends of the output pipes
+	outR, errR     *os.File   // avfs's ends, drained
+	child, ours    []*os.File // the command's ends (closed once it has them), and avfs's
+}
+
+// openPipes makes the pipes of p's command; on failure nothing is left
+// open.
+func (p *Proc) openPipes() (*pipes, error) {
+	pp := &pipes{}
+	fail := func(err error) (*pipes, error) {
+		closeAll(pp.child...)
+		closeAll(pp.ours...)
+		return nil, wire.Errorf(wire.CodeInternal, "runner: pipe: %w", err)
+	}
+	var err error
+	if pp.outR, pp.stdout, err = os.Pipe(); err != nil {
+		return fail(err)
+	}
+	pp.child, pp.ours = append(pp.child, pp.stdout), append(pp.ours, pp.outR)
+	if pp.errR, pp.stderr, err = os.Pipe(); err != nil {
+		return fail(err)
+	}
+	pp.child, pp.ours = append(pp.child, pp.stderr), append(pp.ours, pp.errR)
+	switch r := p.spec.Stdin.(type) {
+	case nil:
+	case *os.File:
+		pp.stdin = r
+	default:
+		sr, sw, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		pp.child, pp.ours = append(pp.child, sr), append(pp.ours, sw)
+		pp.stdin, p.stdinW = sr, sw
+	}
+	return pp, nil
 }
 
 // startIn starts cmd with dir as its working directory without the child
