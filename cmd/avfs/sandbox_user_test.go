@@ -60,3 +60,17 @@ func TestSandboxUnprivileged(t *testing.T) {
 		t.Fatalf("inside: %q (stderr %q)", got, env.Process.Stderr)
 	}
 }
+
+// TestSandboxStdin: --stdin reaches a sandboxed command through its init.
+func TestSandboxStdin(t *testing.T) {
+	t.Parallel()
+	a := newProxyAVFS(t)
+	r := a.exec([]byte("piped in\n"), proxyArgs([]string{"--stdin"}, "cat")...)
+	var env wire.Envelope
+	if err := json.Unmarshal(r.stdout, &env); err != nil || env.Process == nil || env.Sandbox == nil || env.Sandbox.Mode != wire.SandboxNamespaces {
+		t.Fatalf("--stdin: %v %s", err, r.stdout)
+	}
+	if env.Process.Stdout != "piped in\n" {
+		t.Fatalf("stdout %q", env.Process.Stdout)
+	}
+}
