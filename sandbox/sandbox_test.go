@@ -191,19 +191,16 @@ func TestPlanEtc(t *testing.T) {
 }
 
 func TestToolchains(t *testing.T) {
-	// Not under /tmp: that is scratch in the view, never a toolchain.
-	home, err := os.MkdirTemp(".", "home-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
-	home, _ = filepath.Abs(home)
+	home := t.TempDir()
 	for _, d := range []string{".pyenv/shims", ".pyenv/versions/3.11/bin", ".cargo/bin", ".rustup", ".nvm/versions/node/v20/bin", "go/bin", "tools"} {
 		if err := os.MkdirAll(filepath.Join(home, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	in := Input(wire.SandboxNamespaces, "", DefaultWorkspace, home)
+	// The test's home is under /tmp, scratch in a real view: this one
+	// keeps only /dev and /proc as scratch.
+	in := Input(wire.SandboxNamespaces, "", DefaultWorkspace, "/home/u")
+	in.Scratch = []string{"/dev", "/proc"}
 	path := strings.Join([]string{home + "/.pyenv/shims", home + "/.pyenv/versions/3.11/bin", home + "/.cargo/bin",
 		home + "/.nvm/versions/node/v20/bin", home + "/go/bin", "/usr/bin", "/workspace/bin", "relative", home + "/missing", home + "/tools"}, ":")
 	got := Toolchains(path, home, in)

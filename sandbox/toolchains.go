@@ -88,10 +88,11 @@ func Toolchains(pathList, hostHome string, in wire.SandboxInput) []string {
 	return out
 }
 
-// inView reports whether p is shown by a sandbox anyway.
+// inView reports whether p is shown by the sandbox in describes anyway
+// (its workspace, read-only system or scratch).
 func inView(p string, in wire.SandboxInput) bool {
-	for _, d := range append(append([]string{in.Workspace, "/etc"}, SystemDirs...), ScratchDirs...) {
-		if under(p, d) {
+	for _, d := range append(append([]string{in.Workspace}, in.ReadOnlySystem...), in.Scratch...) {
+		if d != "" && under(p, d) {
 			return true
 		}
 	}
