@@ -198,9 +198,10 @@ func TestToolchains(t *testing.T) {
 		}
 	}
 	// The test's home is under /tmp, scratch in a real view: this one
-	// keeps only /dev and /proc as scratch.
-	in := Input(wire.SandboxNamespaces, "", DefaultWorkspace, "/home/u")
-	in.Scratch = []string{"/dev", "/proc"}
+	// keeps only /dev, /proc and the home as scratch. Toolchains in the
+	// home are shown: the home itself is empty.
+	in := Input(wire.SandboxNamespaces, "", DefaultWorkspace, home)
+	in.Scratch = []string{"/dev", "/proc", home}
 	path := strings.Join([]string{home + "/.pyenv/shims", home + "/.pyenv/versions/3.11/bin", home + "/.cargo/bin",
 		home + "/.nvm/versions/node/v20/bin", home + "/go/bin", "/usr/bin", "/workspace/bin", "relative", home + "/missing", home + "/tools"}, ":")
 	got := Toolchains(path, home, in)

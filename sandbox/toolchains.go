@@ -89,10 +89,11 @@ func Toolchains(pathList, hostHome string, in wire.SandboxInput) []string {
 }
 
 // inView reports whether p is shown by the sandbox in describes anyway
-// (its workspace, read-only system or scratch).
+// (its workspace, read-only system or scratch). The home is not: it is
+// private and empty but for what is bound into it, toolchains included.
 func inView(p string, in wire.SandboxInput) bool {
 	for _, d := range append(append([]string{in.Workspace}, in.ReadOnlySystem...), in.Scratch...) {
-		if d != "" && under(p, d) {
+		if d != "" && d != in.Home && under(p, d) {
 			return true
 		}
 	}

@@ -74,3 +74,28 @@ func TestSandboxStdin(t *testing.T) {
 		t.Fatalf("stdout %q", env.Process.Stdout)
 	}
 }
+
+// TestSandboxToolchainInHome: a directory of the user's home on the PATH
+// (pyenv's shims, ~/.cargo/bin) is shown in the sandbox's otherwise empty
+// home, read-only, and its programs run; the rest of the home is not.
+func TestSandboxToolchainInHome(t *testing.T) {
+	t.Parallel()
+	home, err := os.UserHomeDir()
+	if err != nil || home == "/" || strings.HasPrefix(home, "/tmp") {
+		t.Skip("no home of its own to put a toolchain in")
+	}
+	root, err := os.MkdirTemp(home, ".avfs-test-tool-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	bin := filepath.Join(root, "bin")
+	os.Mkdir(bin, 0o755)
+	os.WriteFile(filepath.Join(bin, "avfs-test-tool"), []byte("#!/bin/sh\necho tool ran\n"), 0o755)
+	os.WriteFile(filepath.Join(root, "secret"), []byte("beside the toolchain\n"), 0o600)
+	a := newProxyAVFS(t).with("PATH=" + bin + ":/usr/bin:/bin")
+	a.write("avfs-test-tool; touch "+bin+"/x 2>/dev/null || echo read-only; cat "+root+"/secret 2>/dev/null || echo no-secret\n", "/t.sh")
+	r := a.proxy(nil, "sh", "t.sh")
+	r.ok(t, wire.AllowWithCheckpoint)
+	equal(t, "inside", r.stdout(t), "tool ran\nread-only\nno-secret\n")
+}
