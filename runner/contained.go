@@ -3,8 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"io"
-	"os"
 	"syscall"
 	"time"
 
@@ -51,16 +49,7 @@ func (p *Proc) startSandboxed() error {
 	}
 	p.setup = time.Since(t)
 	p.sb, p.cmd, p.pid = sb, sb.Cmd, sb.Cmd.Process.Pid
-	live1, live2, tees := liveStreams(p.spec.Stdout, p.spec.Stderr)
-	p.stdout = startDrain(or, p.spec.MaxOutput, live1)
-	p.stderr = startDrain(er, p.spec.MaxOutput, live2)
-	p.tees = tees
-	if p.stdinW != nil {
-		go func(w *os.File, r io.Reader) {
-			io.Copy(w, r)
-			w.Close()
-		}(p.stdinW, p.spec.Stdin)
-	}
+	p.startStreams(or, er)
 	return nil
 }
 

@@ -331,16 +331,7 @@ func (p *Proc) start(path string) error {
 		return wire.Errorf(wire.CodeInternal, "runner: start %s: %w", p.spec.Argv[0], err)
 	}
 	p.pid = cmd.Process.Pid
-	live1, live2, tees := liveStreams(p.spec.Stdout, p.spec.Stderr)
-	p.stdout = startDrain(or, p.spec.MaxOutput, live1)
-	p.stderr = startDrain(er, p.spec.MaxOutput, live2)
-	p.tees = tees
-	if p.stdinW != nil {
-		go func(w *os.File, r io.Reader) {
-			io.Copy(w, r)
-			w.Close()
-		}(p.stdinW, p.spec.Stdin)
-	}
+	p.startStreams(or, er)
 	if err := tr.setCommand(p.pid); err != nil { // cannot happen: the command is our child and not reaped
 		unix.Kill(-p.pid, unix.SIGKILL)
 		cmd.Wait()
@@ -394,6 +385,22 @@ func (p *Proc) openPipes() (*pipes, error) {
 		pp.stdin, p.stdinW = sr, sw
 	}
 	return pp, nil
+}
+
+// startStreams starts draining the command's output pipes (avfs's ends
+// or and er) and, for a Stdin that is not a file, copying it into the
+// command's stdin pipe.
+func (p *Proc) startStreams(or, er *os.File) {
+	live1, live2, tees := liveStreams(p.spec.Stdout, p.spec.Stderr)
+	p.stdout = startDrain(or, p.spec.MaxOutput, live1)
+	p.stderr = startDrain(er, p.spec.MaxOutput, live2)
+	p.tees = tees
+	if p.stdinW != nil {
+		go func(w *os.File, r io.Reader) {
+			io.Copy(w, r)
+			w.Close()
+		}(p.stdinW, p.spec.Stdin)
+	}
 }
 
 // startIn starts cmd with dir as its working directory without the child
