@@ -247,14 +247,7 @@ func TestCleanRunMountpoint(t *testing.T) {
 		{name: "not made", rec: mountpointRecord{}, content: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := runRoot(t)
-			run, err := d.NewRun()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer run.Remove()
-			mp := filepath.Join(t.TempDir(), "mp")
-			mkdir(t, mp, 0o700)
+			run, mp := newTestRun(t)
 			fi, _ := os.Lstat(mp)
 			rec := tc.rec
 			rec.Dir, rec.ID = mp, idOf(fi)
@@ -286,7 +279,7 @@ func TestCleanRunMountpoint(t *testing.T) {
 			if !sitting.alive() {
 				t.Fatal("a process in an unmounted --mountpoint was killed")
 			}
-			_, err = os.Lstat(mp)
+			_, err := os.Lstat(mp)
 			switch {
 			case tc.wantGone:
 				if !os.IsNotExist(err) {
@@ -323,14 +316,7 @@ func TestCleanRunMount(t *testing.T) {
 		{"not avfs", "loop", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := runRoot(t)
-			run, err := d.NewRun()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer run.Remove()
-			mp := filepath.Join(t.TempDir(), "mp")
-			mkdir(t, mp, 0o700)
+			run, mp := newTestRun(t)
 			underneath := startSleeper(t, mp)
 			serveLoopback(t, mp, tc.fsname)
 			inside := startSleeper(t, mp)
@@ -357,6 +343,20 @@ func TestCleanRunMount(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newTestRun makes a run in a fresh run root (removed when the test ends)
+// and an empty directory mp for its --mountpoint.
+func newTestRun(t *testing.T) (run *ExecDir, mp string) {
+	t.Helper()
+	run, err := runRoot(t).NewRun()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Remove() })
+	mp = filepath.Join(t.TempDir(), "mp")
+	mkdir(t, mp, 0o700)
+	return run, mp
 }
 
 // avfsMountAt tells an avfs FUSE mount from other mounts and from no
