@@ -29,6 +29,10 @@ type ParseRequest struct {
 	// absolute path is the host's and ~ the host's home, as for a caller
 	// that knows nothing of sandboxes.
 	Sandbox wire.SandboxInput
+	// Programs are the program specs the words are classified by
+	// (Policy.Programs gives the loaded bundles'); nil is
+	// DefaultPrograms.
+	Programs *Programs
 }
 
 // Origins of a command (wire.Command.Origin).
@@ -40,6 +44,7 @@ const (
 	originXargs        = "xargs"
 	originFind         = "find"
 	originGitConfig    = "git_config"
+	originArgument     = "argument"
 )
 
 // Sources of a path (wire.Path.Source).
@@ -84,9 +89,17 @@ func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 		return nil, err
 	}
 	sb := sandboxInput(req.Sandbox)
+	programs := req.Programs
+	if programs == nil {
+		var err error
+		if programs, err = DefaultPrograms(); err != nil {
+			return nil, wire.Errorf(wire.CodeInternal, "parse command: %w", err)
+		}
+	}
 	b := &inputBuilder{
 		ctx:      ctx,
 		view:     newView(sb),
+		programs: programs,
 		pathEnv:  req.PathEnv,
 		commands: make([]wire.Command, 0, 2),
 		paths:    []wire.Path{},
@@ -267,6 +280,7 @@ func newCommand(origin string) wire.Command {
 		Wrappers:    []wire.Wrapper{},
 		Assignments: map[string]string{},
 		Redirects:   []wire.Redirect{},
+		Code:        []string{},
 		Origin:      origin,
 		PipelineLen: 1,
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 type inputBuilder struct {
 	ctx      context.Context
 	view     *view             // what the paths name (ParseRequest.Sandbox)
+	programs *Programs         // the program specs words are classified by
 	pathEnv  string            // PATH that program_path is resolved on
 	pathDirs []string          // pathEnv split, once needed
 	lookups  map[string]string // program_path by name on pathEnv, for this call
@@ -64,6 +66,7 @@ type shellRedirect struct {
 	wire   wire.Redirect
 	target shellWord
 	isPath bool
+	role   wire.Role // read for < and <>… as input, write for every redirect that writes
 }
 
 // addCommand records one simple command found in sc: it peels off the
@@ -185,13 +188,21 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 			skip[k-1] = true
 		}
 	}
-	b.classifyArgs(&cmd, args, name, in, skip, runDir, idx)
+	var nested []nestedRun
+	if spec := b.programs.Lookup(name); spec != nil {
+		nested = b.classifyBySpec(&cmd, spec, args, in, withTerminators(name, args, skip), runDir, idx)
+	} else {
+		b.classifyByShape(&cmd, args, in, skip, runDir, idx)
+	}
 	for _, r := range ex.redirs {
 		if r.isPath {
-			b.addPath(r.target, shellDir, sourceRedirect, idx)
+			b.addRolePath(r.target, shellDir, sourceRedirect, idx, r.role)
 		}
 	}
 	b.commands = append(b.commands, cmd)
+	for _, n := range nested {
+		b.runNested(sc, runDir, n, ex.raw)
+	}
 
 	// Programs fed another command's output as their program.
 	if in.stdin && (sc.pipeReader || ex.stdin.subst) {
@@ -267,11 +278,36 @@ func (b *inputBuilder) gitConfigCommand(sc *shellScope, dir dirState, c shellWor
 	b.addCommand(&sub, []shellWord{c}, cmdExtra{raw: raw})
 }
 
-// classifyArgs fills the command's flags, flag values and operands from
-// args and records every argument that names a path.
-func (b *inputBuilder) classifyArgs(cmd *wire.Command, args []shellWord, name string, in interpResult, skip []bool, dir dirState, idx int) {
-	fileFrom, fileProg := fileOperandPrograms[name]
-	operands := 0
+// runNested records what a command's words make it run (see nestedRun):
+// literal shell code is parsed as a script run by sh; shell code that is
+// not literal is one dynamic command named by it; an argv is a command of
+// origin argument.
+func (b *inputBuilder) runNested(sc *shellScope, dir dirState, n nestedRun, raw string) {
+	sub := shellScope{origin: originArgument, depth: sc.depth + 1, dir: &dir, pipeLen: 1}
+	if n.script == nil {
+		if sub.depth > maxScriptDepth {
+			b.parseError("commands nested more than " + strconv.Itoa(maxScriptDepth) + " deep")
+			return
+		}
+		b.addCommand(&sub, n.argv, cmdExtra{raw: raw})
+		return
+	}
+	c := *n.script
+	if c.literal {
+		b.parseScript(sub, c.text, "sh")
+		return
+	}
+	if c.subst {
+		b.pipesToShell()
+	}
+	b.addCommand(&sub, []shellWord{c}, cmdExtra{raw: raw})
+}
+
+// classifyByShape fills the command's flags, flag values and operands from
+// args for a program without a spec, and records every argument that has
+// the shape of a path (looksLikePath), the script file of an interpreter
+// with the role execute.
+func (b *inputBuilder) classifyByShape(cmd *wire.Command, args []shellWord, in interpResult, skip []bool, dir dirState, idx int) {
 	endOfOptions := false
 	for i, a := range args {
 		t := a.text
@@ -281,8 +317,8 @@ func (b *inputBuilder) classifyArgs(cmd *wire.Command, args []shellWord, name st
 		case endOfOptions || len(t) < 2 || t[0] != '-' || !isFlagChar(t[1]) && t[1] != '-':
 			cmd.Operands = append(cmd.Operands, t)
 			if own && !code {
-				if (i == in.file || fileProg && operands >= fileFrom) && !a.subst && t != "{}" {
-					b.addPath(a, dir, sourceArg, idx)
+				if i == in.file && !a.subst {
+					b.addRolePath(a, dir, sourceArg, idx, wire.RoleExecute)
 				} else if v, ok := assignmentValue(a); ok {
 					// make DESTDIR=/x, dd if=/dev/sda: the value is the path.
 					if looksLikePath(v) {
@@ -292,7 +328,6 @@ func (b *inputBuilder) classifyArgs(cmd *wire.Command, args []shellWord, name st
 					b.addPath(a, dir, sourceArg, idx)
 				}
 			}
-			operands++
 		case t == "--":
 			endOfOptions = true
 		case t[1] == '-':
@@ -546,6 +581,21 @@ func findExecWords(args []shellWord) []bool {
 		}
 	}
 	return skip
+}
+
+// withTerminators returns skip with the ";" and "+" that end find's -exec
+// actions marked too: they are find's syntax, not operands of its own.
+func withTerminators(name string, args []shellWord, skip []bool) []bool {
+	if name != "find" || skip == nil {
+		return skip
+	}
+	out := slices.Clone(skip)
+	for i := 1; i < len(args); i++ {
+		if skip[i-1] && !skip[i] && args[i].literal && (args[i].text == ";" || args[i].text == "+") {
+			out[i] = true
+		}
+	}
+	return out
 }
 
 // findExec records the commands find runs with -exec and friends.

@@ -128,7 +128,7 @@ func (b *inputBuilder) walkStmt(sc *shellScope, s *syntax.Stmt) {
 		}
 		for _, r := range redirs {
 			if r.isPath {
-				b.addPath(r.target, before, sourceRedirect, start)
+				b.addRolePath(r.target, before, sourceRedirect, start, r.role)
 			}
 		}
 	}
@@ -192,7 +192,7 @@ func (b *inputBuilder) addBare(sc *shellScope, s *syntax.Stmt, assigns []envAssi
 	for _, r := range redirs {
 		cmd.Redirects = append(cmd.Redirects, r.wire)
 		if r.isPath {
-			b.addPath(r.target, *sc.dir, sourceRedirect, idx)
+			b.addRolePath(r.target, *sc.dir, sourceRedirect, idx, r.role)
 		}
 	}
 	b.commands = append(b.commands, cmd)
@@ -432,6 +432,12 @@ func (b *inputBuilder) redirects(sc *shellScope, rs []*syntax.Redirect) ([]shell
 			rd.isPath = !target.procSubst
 		case syntax.DplIn, syntax.DplOut:
 			rd.isPath = !target.procSubst && !isFD(target.text)
+		}
+		switch r.Op {
+		case syntax.RdrIn, syntax.DplIn:
+			rd.role = wire.RoleRead
+		default:
+			rd.role = wire.RoleWrite
 		}
 		if r.N == nil || r.N.Value == "0" {
 			switch r.Op {

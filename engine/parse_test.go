@@ -66,8 +66,9 @@ type scriptWant struct {
 type parseCase struct {
 	name     string
 	req      ParseRequest
-	cmds     []cmdWant // when set, exactly these commands
-	paths    []string  // when non-nil, exactly these: "arg=path where source@command"
+	cmds     []cmdWant   // when set, exactly these commands
+	paths    []string    // when non-nil, exactly these: "arg=path where source@command"
+	roles    []wire.Role // when non-nil, the roles of the paths, in order
 	script   *scriptWant
 	noScript bool
 	check    func(t *testing.T, in *wire.Input)
@@ -105,6 +106,15 @@ func runParseCases(t *testing.T, cases []parseCase) {
 				}
 				if !slices.Equal(got, tc.paths) {
 					t.Errorf("paths:\n got  %q\n want %q", got, tc.paths)
+				}
+			}
+			if tc.roles != nil {
+				got := make([]wire.Role, len(in.Paths))
+				for i, p := range in.Paths {
+					got[i] = p.Role
+				}
+				if !slices.Equal(got, tc.roles) {
+					t.Errorf("path roles:\n got  %q\n want %q", got, tc.roles)
 				}
 			}
 			if tc.noScript && in.Script != nil {
@@ -392,7 +402,7 @@ func TestParseArgv(t *testing.T) {
 			name:  "assignment values that are paths",
 			req:   argvReq("LD_PRELOAD=/tmp/x.so", "dd", "if=/dev/sda", "of=out.img", "bs=1M"),
 			cmds:  []cmdWant{{prog: "dd", ops: []string{"if=/dev/sda", "of=out.img", "bs=1M"}}},
-			paths: []string{"/tmp/x.so=/tmp/x.so outside arg@0", "/dev/sda=/dev/sda outside arg@0"},
+			paths: []string{"/tmp/x.so=/tmp/x.so outside arg@0", "/dev/sda=/dev/sda outside arg@0", "out.img=/src/out.img vault arg@0"},
 		},
 		{
 			name: "command -v is a lookup",
@@ -444,7 +454,7 @@ func TestParseArgv(t *testing.T) {
 		{
 			name: "perl -pi -e with a file",
 			req:  argvReq("perl", "-pi", "-e", "s/a/b/", "f.txt"),
-			cmds: []cmdWant{{prog: "perl", ops: []string{"s/a/b/", "f.txt"}}},
+			cmds: []cmdWant{{prog: "perl", ops: []string{"f.txt"}}},
 		},
 		{
 			name:  "file operand programs",
@@ -452,9 +462,20 @@ func TestParseArgv(t *testing.T) {
 			paths: []string{"bin=/src/bin vault arg@0", "notes=/src/notes vault arg@0"},
 		},
 		{
-			name:  "urls and remotes are not paths",
-			req:   argvReq("git", "clone", "https://example.com/a/b.git", "git@github.com:a/b.git", "host:dir/x", "dir/x:y"),
+			name:  "urls and remotes are not paths for the programs that take them",
+			req:   argvReq("scp", "https://example.com/a/b.git", "git@github.com:a/b.git", "host:dir/x", "dir/x:y"),
 			paths: []string{"dir/x:y=/src/dir/x:y vault arg@0"},
+		},
+		{
+			name:  "a clone's url is not a path, its directory is written",
+			req:   argvReq("git", "clone", "git@github.com:a/b.git", "b"),
+			paths: []string{"b=/src/b vault arg@0"},
+			roles: []wire.Role{wire.RoleWrite},
+		},
+		{
+			name:  "for other programs a url or host:path is a relative path",
+			req:   argvReq("mytool", "x:/../../../etc/passwd", "s://../../../etc", "https://example.com/a"),
+			paths: []string{"x:/../../../etc/passwd=/../etc/passwd outside arg@0", "s://../../../etc=/../etc outside arg@0", "https://example.com/a=/src/https:/example.com/a vault arg@0"},
 		},
 		{
 			name:  "file url is a host path",
@@ -944,7 +965,7 @@ func TestParseScript(t *testing.T) {
 				{prog: "source", stdin: true},
 				{prog: "id", origin: "script"},
 			},
-			paths:  []string{"/x=/x outside arg@1", "$HOME=~ outside arg@3", "/dev/stdin=/dev/stdin outside arg@7"},
+			paths:  []string{"/x=/x outside arg@1", "/dev/stdin=/dev/stdin outside arg@7"},
 			script: &scriptWant{},
 		},
 		{
@@ -1012,7 +1033,8 @@ select z in a b; do r; done`),
 				{prog: "cat", origin: "substitution", dynamic: true},
 				{prog: "ls", origin: "substitution"},
 			},
-			paths: []string{"/etc=/etc outside arg@2"},
+			paths: []string{"$(ls /etc)=$(ls /etc) unknown arg@1", "/etc=/etc outside arg@2"},
+			roles: []wire.Role{wire.RoleRead, wire.RoleRead},
 		},
 		{
 			name: "eval of literal strings",

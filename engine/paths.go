@@ -133,22 +133,13 @@ func (v *view) cd(d dirState, w shellWord) dirState {
 	return dirState{kind: kind, path: p}
 }
 
-// fileOperandPrograms lists programs whose operands are files even without
-// a slash ("rm notes.txt"), with the index of the first such operand
-// (chmod's first operand is the mode). Any operand containing a slash or
-// starting with ".", "~" or $HOME is a path for every program.
-var fileOperandPrograms = map[string]int{
-	"rm": 0, "rmdir": 0, "unlink": 0, "shred": 0, "truncate": 0,
-	"cp": 0, "mv": 0, "ln": 0, "install": 0, "touch": 0, "mkdir": 0,
-	"cat": 0, "less": 0, "more": 0, "head": 0, "tail": 0, "tee": 0,
-	"chmod": 1, "chown": 1, "chgrp": 1,
-	"cd": 0, "pushd": 0,
-}
-
-// looksLikePath reports whether a word names a file: it contains a slash
-// (but is no URL and no host:path remote), starts with ".", "~", $HOME or
-// ${HOME}, or is a file:// URL. Words holding a substitution are left to
-// the commands inside it, which report their own paths.
+// looksLikePath reports whether a word has the shape of a path, for the
+// words of a program no spec classifies: it contains a slash, starts with
+// ".", "~", $HOME or ${HOME}. A URL or a host:path word is a path too:
+// most programs open "x:/../../etc/passwd" and "s://../../etc" as the
+// relative paths they are, and the programs that take URLs and remotes
+// say so in their specs. Words holding a substitution are left to the
+// commands inside it, which report their own paths.
 func looksLikePath(w shellWord) bool {
 	t := w.text
 	switch {
@@ -156,15 +147,8 @@ func looksLikePath(w shellWord) bool {
 		return false
 	case t[0] == '.' || t[0] == '~' || homeVar(t) >= 0:
 		return true
-	case isURL(t):
-		return strings.HasPrefix(t, "file://")
 	}
-	slash := strings.IndexByte(t, '/')
-	if slash < 0 {
-		return false
-	}
-	colon := strings.IndexByte(t, ':')
-	return colon <= 0 || colon > slash // "host:dir/x", "git@host:x" are remote
+	return strings.IndexByte(t, '/') >= 0
 }
 
 // isURL reports whether t starts with scheme://.
@@ -194,8 +178,15 @@ func homeVar(t string) int {
 	return -1
 }
 
-// addPath resolves w against dir and records it for command idx.
+// addPath resolves w against dir and records it for command idx, with no
+// known role.
 func (b *inputBuilder) addPath(w shellWord, dir dirState, source string, idx int) {
+	b.addRolePath(w, dir, source, idx, wire.RoleUnknown)
+}
+
+// addRolePath resolves w against dir and records it for command idx with
+// the role the command gives it.
+func (b *inputBuilder) addRolePath(w shellWord, dir dirState, source string, idx int, role wire.Role) {
 	p, kind := b.view.resolve(dir, w)
 	where := b.view.where(p, kind)
 	b.paths = append(b.paths, wire.Path{
@@ -205,6 +196,7 @@ func (b *inputBuilder) addPath(w shellWord, dir dirState, source string, idx int
 		Where:       where,
 		Source:      source,
 		Command:     idx,
+		Role:        role,
 	})
 }
 

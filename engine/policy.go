@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -75,6 +76,8 @@ type Policy struct {
 	timeout time.Duration
 	// configProblems is the value of ConfigProblems, sorted.
 	configProblems []string
+	// programs are the program specs of the bundles (ProgramsDocument).
+	programs *Programs
 }
 
 // PolicyOptions tune how NewPolicy compiles the bundles and how long a
@@ -153,8 +156,82 @@ func NewPolicy(ctx context.Context, set *bundles.Set, opts PolicyOptions) (*Poli
 	}
 	p := &Policy{query: pq, bundles: set.Infos(), timeout: cmp.Or(opts.EvalTimeout, DefaultEvalTimeout)}
 	p.configProblems = configProblems(ctx, compiler, store, p.timeout)
+	if p.programs, err = bundlePrograms(ctx, compiler, store, p.timeout); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
+
+// ProgramsDocument is the document of the default program specs, and
+// ExtensionPrograms the key of an extension bundle's own
+// (data.extensions.NAME.programs): see Policy.Programs.
+const (
+	ProgramsDocument  = "data.avfs.programs"
+	ExtensionPrograms = "programs"
+)
+
+// bundlePrograms reads the program specs of the compiled bundles:
+// ProgramsDocument, each program of an extension's
+// data.extensions.NAME.programs replacing it. A spec that ReadPrograms
+// refuses, a program two extensions both give, or a document that cannot
+// be evaluated within timeout is a bundle_invalid error.
+func bundlePrograms(ctx context.Context, compiler *ast.Compiler, store storage.Store, timeout time.Duration) (*Programs, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	eval := func(query string) (rego.ResultSet, error) {
+		rs, err := rego.New(rego.Query(query), rego.Compiler(compiler), rego.Store(store), rego.StrictBuiltinErrors(true)).Eval(ctx)
+		if err != nil {
+			return nil, wire.Errorf(wire.CodeBundleInvalid, "program specs: %s could not be evaluated: %v", query, err)
+		}
+		return rs, nil
+	}
+	rs, err := eval(ProgramsDocument)
+	if err != nil {
+		return nil, err
+	}
+	programs := &Programs{}
+	if len(rs) > 0 && len(rs[0].Expressions) > 0 {
+		raw, _ := json.Marshal(rs[0].Expressions[0].Value)
+		if programs, err = ReadPrograms(raw, ProgramsDocument); err != nil {
+			return nil, err
+		}
+	}
+	rs, err = eval("some name; x := data.extensions[name]." + ExtensionPrograms)
+	if err != nil {
+		return nil, err
+	}
+	owner := map[string]string{}
+	exts := make([]*Programs, 0, len(rs))
+	for _, r := range rs {
+		name, _ := r.Bindings["name"].(string)
+		raw, _ := json.Marshal(r.Bindings["x"])
+		doc := "data.extensions." + name + "." + ExtensionPrograms
+		ext, err := ReadPrograms(raw, doc)
+		if err != nil {
+			return nil, err
+		}
+		for _, prog := range ext.Names() {
+			if other, ok := owner[prog]; ok {
+				return nil, wire.Errorf(wire.CodeBundleInvalid, "program specs: %s and %s both give a spec of %s (one program has one spec)",
+					other, doc, prog).With("program", prog)
+			}
+			owner[prog] = doc
+		}
+		exts = append(exts, ext)
+	}
+	for _, ext := range exts {
+		programs = programs.With(ext)
+	}
+	return programs, nil
+}
+
+// Programs returns the program specs of the policy's bundles, for
+// ParseRequest.Programs: the default bundle's data.avfs.programs with each
+// program an extension bundle specifies in data.extensions.NAME.programs
+// replaced by that spec. A policy without the default bundle knows only
+// what its own bundles specify (possibly nothing: then every word is
+// judged by its shape).
+func (p *Policy) Programs() *Programs { return p.programs }
 
 // configProblems evaluates ConfigProblems: nil when it is undefined, its
 // strings otherwise, sorted. It fails closed: an evaluation error, a

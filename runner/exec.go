@@ -342,11 +342,20 @@ func (x *execution) open(ctx context.Context) error {
 func (x *execution) decide(ctx context.Context) error {
 	req, v, cwd := x.req, x.v, x.cwd
 	cmdEnv := x.r.environment(req, x.view, "", x.out.ID)
+	// The words are classified by the policy's program specs; a policy
+	// that did not load leaves the default ones, so that a malformed
+	// command is still reported as such first.
+	p, policyErr := x.policy()
+	var programs *engine.Programs
+	if policyErr == nil {
+		programs = p.Programs()
+	}
 	input, err := engine.Parse(ctx, engine.ParseRequest{
 		Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: envNames(cmdEnv), PathEnv: lookup(cmdEnv, "PATH"),
-		Vault:   wire.VaultInput{Name: x.info.Name, Files: x.info.Files, Bytes: x.info.Bytes, Quotas: wire.QuotaInput(x.info.Quota), Parent: parentName(x.info)},
-		Request: wire.RequestInput{TimeoutMS: req.Timeout.Milliseconds(), Readonly: req.Readonly, ApprovalID: req.ApprovalID},
-		Sandbox: x.view.input,
+		Vault:    wire.VaultInput{Name: x.info.Name, Files: x.info.Files, Bytes: x.info.Bytes, Quotas: wire.QuotaInput(x.info.Quota), Parent: parentName(x.info)},
+		Request:  wire.RequestInput{TimeoutMS: req.Timeout.Milliseconds(), Readonly: req.Readonly, ApprovalID: req.ApprovalID},
+		Sandbox:  x.view.input,
+		Programs: programs,
 	})
 	if err != nil {
 		x.out.Policy.Reasons = []wire.Reason{{ID: "avfs.input.invalid", Decision: wire.Deny, Message: "the command could not be parsed: " + err.Error()}}
@@ -354,8 +363,7 @@ func (x *execution) decide(ctx context.Context) error {
 		_ = v.Event(ctx, "exec", cwd, map[string]any{"id": x.out.ID, "decision": wire.Deny, "error": err.Error()})
 		return fmt.Errorf("proxy exec: %w", err)
 	}
-	p, err := x.policy()
-	if err != nil {
+	if err := policyErr; err != nil {
 		x.out.Policy.Reasons = []wire.Reason{{ID: engine.ReasonFailClosed, Decision: wire.Deny, Message: "denied because the policy could not be loaded: " + err.Error()}}
 		x.out.Timing.PolicyMS = ms(time.Since(x.started))
 		_ = v.Event(ctx, "exec", cwd, map[string]any{"id": x.out.ID, "decision": wire.Deny, "error": err.Error()})

@@ -57,6 +57,15 @@ type Command struct {
 	// ($VAR, $(…), …): such words hold their source text and the real argv
 	// is only known when the shell runs.
 	Dynamic bool `json:"dynamic"`
+	// Spec names the program spec that classified the command's words:
+	// the program and the subcommands it selected ("git commit", "sort"),
+	// or "" when no spec knows the program and its words were classified
+	// by their shape (docs/policy.md, "Program specs").
+	Spec string `json:"spec"`
+	// Code holds the words the spec says are program text in the
+	// program's own language (sed's script, awk's program, jq's filter),
+	// in order; they are never paths.
+	Code []string `json:"code"`
 }
 
 // Wrapper is a program that runs another one (env, sudo, timeout, xargs, busybox …).
@@ -99,7 +108,19 @@ type Path struct {
 	Where       Where  `json:"where"`        // what the path names in the command's view (vault, scratch, read_only_system, outside, unknown)
 	Source      string `json:"source"`       // "arg" or "redirect"
 	Command     int    `json:"command"`      // index into Commands
+	Role        Role   `json:"role"`         // what the command does with it: read, write, execute, or "" when not known
 }
+
+// Role is what a command does with a path it names.
+type Role string
+
+// Roles of a path (Path.Role).
+const (
+	RoleRead    Role = "read"    // the command reads it (a file, or a directory it lists or walks)
+	RoleWrite   Role = "write"   // the command creates, changes or removes it
+	RoleExecute Role = "execute" // the command runs its content as code (sh FILE, make -f FILE, ./FILE)
+	RoleUnknown Role = ""        // named by the command; whether it reads or writes it is not known
+)
 
 // VaultInput describes the vault the command would run in.
 type VaultInput struct {

@@ -130,12 +130,13 @@ approval; nothing is verified, since eval runs nothing.`,
 				return err
 			}
 			in, err := engine.Parse(c.Context, engine.ParseRequest{
-				Argv:    argv,
-				Shell:   shell,
-				Cwd:     c.String("cwd"),
-				PathEnv: os.Getenv("PATH"),
-				Request: wire.RequestInput{ApprovalID: c.String("approval")},
-				Sandbox: view,
+				Argv:     argv,
+				Shell:    shell,
+				Cwd:      c.String("cwd"),
+				PathEnv:  os.Getenv("PATH"),
+				Request:  wire.RequestInput{ApprovalID: c.String("approval")},
+				Sandbox:  view,
+				Programs: p.Programs(),
 			})
 			if err != nil {
 				return fmt.Errorf("parse command: %w", err)
