@@ -16,11 +16,11 @@ cfg := data.avfs.config
 config_shapes := {
 	"read_only_programs": "strings",
 	"read_only_unless_args": "string_lists",
+	"read_only_code": "string_lists",
+	"unsafe_code": "string_lists",
 	"unsafe_assignment_prefixes": "strings",
-	"read_only_max_operands": "numbers",
 	"git_read_only_subcommands": "strings",
 	"git_branch_listing_flags": "strings",
-	"options_with_value": "string_lists",
 	"network_programs": "strings",
 	"network_subcommands": "string_lists",
 	"server_modules": "string_lists",
@@ -34,13 +34,9 @@ config_shapes := {
 	"privileged_programs": "strings",
 	"privileged_options": "string_lists",
 	"privileged_setters": "strings",
-	"long_option_abbreviations": "string_maps",
 	"device_prefixes": "strings",
 	"host_paths_allowed": "strings",
 	"host_path_prefixes_allowed": "strings",
-	"path_writers": "writer_modes",
-	"path_writer_options": "string_lists",
-	"path_writer_keys": "string_lists",
 	"host_network_reasons": "strings",
 	"shells": "strings",
 	"interpreters": "strings",
@@ -52,9 +48,6 @@ config_shapes := {
 shapes := {
 	"strings": {"type": "array", "name": "a list of strings"},
 	"string_lists": {"type": "object", "name": "an object of lists of strings"},
-	"numbers": {"type": "object", "name": "an object of numbers"},
-	"writer_modes": {"type": "object", "name": `an object of "every" or "last"`},
-	"string_maps": {"type": "object", "name": "an object of objects of strings"},
 }
 
 # config_problems say what is wrong with data.avfs.config: it is not an
@@ -89,30 +82,6 @@ has_shape(value, "string_lists") if {
 	is_object(value)
 	every list in value {
 		string_list(list)
-	}
-}
-
-has_shape(value, "string_maps") if {
-	is_object(value)
-	every m in value {
-		is_object(m)
-		every s in m {
-			is_string(s)
-		}
-	}
-}
-
-has_shape(value, "numbers") if {
-	is_object(value)
-	every n in value {
-		is_number(n)
-	}
-}
-
-has_shape(value, "writer_modes") if {
-	is_object(value)
-	every mode in value {
-		mode in {"every", "last"}
 	}
 }
 
@@ -229,16 +198,16 @@ program_in(program, list) if program_base(program) in list
 
 program_base(program) := trim_right(split(program, ".")[0], "0123456789")
 
-# operands are the words after the program that are neither options nor the
-# values of options listed in cfg.options_with_value ("git -C dir status"
-# gives ["status"]).
-operands(cmd) := [a |
-	some i, a in cmd.args
+# operands are the command's operands as the parser found them: the words
+# that are neither options nor option values, as the program's spec says
+# ("git -C dir status" gives ["status"]); for a document without them,
+# the args that do not start with "-".
+operands(cmd) := cmd.operands if {
+	is_array(cmd.operands)
+} else := [a |
+	some a in cmd.args
 	not startswith(a, "-")
-	not option_value(cmd, i)
 ]
-
-option_value(cmd, i) if cmd.args[i - 1] in object.get(cfg.options_with_value, cmd.program, [])
 
 # invokes is true when the operands start with one of the phrases, of one
 # or two words: "pip install" matches ["pip", "install", "x"]. The phrase ""
@@ -374,14 +343,15 @@ privileged(cmd) if {
 sandboxed if input.sandbox.mode == "namespaces"
 
 # where is what an entry of input.paths names, as the rules take it:
-# scratch or read_only_system only in a sandbox and outside the vault;
+# scratch, read_only_system or unknown (a path only known at run time)
+# only in a sandbox and outside the vault;
 # vault only when inside_vault is true and where, if given, agrees; outside
 # otherwise (unknown, an inconsistent entry, or a document from before
 # where existed that is not inside the vault). A where that is missing or
 # "" is not given.
 where(p) := p.where if {
 	sandboxed
-	p.where in {"scratch", "read_only_system"}
+	p.where in {"scratch", "read_only_system", "unknown"}
 	p.inside_vault == false
 } else := "vault" if {
 	p.inside_vault == true
@@ -390,8 +360,10 @@ where(p) := p.where if {
 
 # view_kinds are the kinds of path the command may name: the vault, and the
 # sandbox's scratch and read-only system (writes to the latter are judged
-# by avfs.deny.read_only_system).
-view_kinds := {"vault", "scratch", "read_only_system"}
+# by avfs.deny.read_only_system), and in a sandbox a path only known at
+# run time: whatever it turns out to be, it is one of the others, since
+# the sandbox shows nothing else (it is a change: see changes).
+view_kinds := {"vault", "scratch", "read_only_system", "unknown"}
 
 # allowed_path is true for an entry of input.paths in the command's view
 # (view_kinds) or on a harmless device.
@@ -400,12 +372,11 @@ allowed_path(p) if where(p) in view_kinds
 allowed_path(p) if host_path_allowed(p.path)
 
 # writes_path is true for an entry of input.paths that its command writes,
-# as far as the tables tell: the target of a writing redirect; an operand
-# of a program of cfg.path_writers ("every" operand, or the "last" one, as
-# cp's destination); an operand of a program given one of the options
-# cfg.path_writer_options lists for it (sed -i); the value of a key=value
-# operand cfg.path_writer_keys lists (dd of=). Other writes are not seen
-# here: in a sandbox they fail on the read-only system.
+# as far as the parser can tell: the target of a writing redirect, or a
+# word its program's spec gives the role write (rm's operands, cp's
+# destination, sort -o's value, sed -i's files, dd of=, curl -o …; see
+# data.avfs.programs). Other writes are not seen here: in a sandbox they
+# fail on the read-only system.
 writes_path(p) if {
 	p.source == "redirect"
 	some r in redirects
@@ -415,28 +386,7 @@ writes_path(p) if {
 
 writes_path(p) if {
 	p.source == "arg"
-	writes_arg(commands[p.command], p.arg)
-}
-
-writes_arg(cmd, arg) if {
-	cfg.path_writers[cmd.program] == "every"
-	arg in operands(cmd)
-}
-
-writes_arg(cmd, arg) if {
-	cfg.path_writers[cmd.program] == "last"
-	ops := operands(cmd)
-	arg == ops[count(ops) - 1]
-}
-
-writes_arg(cmd, arg) if {
-	option_given(cmd, cfg.path_writer_options[cmd.program])
-	arg in operands(cmd)
-}
-
-writes_arg(cmd, arg) if {
-	some key in cfg.path_writer_keys[cmd.program]
-	sprintf("%s=%s", [key, arg]) in cmd.args
+	p.role == "write"
 }
 
 # host_path_allowed is true for host paths that are harmless devices (/dev/null …).
@@ -514,28 +464,76 @@ read_only(cmd) if {
 	cmd.program in cfg.read_only_programs
 	not vault_program(cmd)
 	not read_only_exception(cmd)
-	not too_many_operands(cmd)
 	not unsafe_assignment(cmd)
+	code_read_only(cmd)
 }
 
 read_only(cmd) if {
 	cmd.program == "git"
 	not vault_program(cmd)
-	operands(cmd)[0] in cfg.git_read_only_subcommands
+	invokes(operands(cmd), cfg.git_read_only_subcommands)
 	not read_only_exception(cmd)
 	not unsafe_assignment(cmd)
 }
 
-# git branch lists branches when it has no operand and only listing flags.
+# git branch lists branches when it has no operand and only listing flags
+# (with their values: --contains abc, --sort=-committerdate).
 read_only(cmd) if {
 	cmd.program == "git"
 	not vault_program(cmd)
 	operands(cmd) == ["branch"]
 	some i, "branch" in cmd.args
-	every a in array.slice(cmd.args, i + 1, count(cmd.args)) {
-		split(a, "=")[0] in cfg.git_branch_listing_flags
+	every j, a in array.slice(cmd.args, i + 1, count(cmd.args)) {
+		branch_listing_word(cmd, array.slice(cmd.args, i + 1, count(cmd.args)), j, a)
 	}
 	not read_only_exception(cmd)
+	not unsafe_assignment(cmd)
+}
+
+branch_listing_word(_, _, _, a) if split(a, "=")[0] in cfg.git_branch_listing_flags
+
+branch_listing_word(cmd, words, j, a) if {
+	flag := words[j - 1]
+	flag in cfg.git_branch_listing_flags
+	cmd.flag_values[flag] == a
+}
+
+# code_read_only is true when every word of program text the command is
+# given (input command.code: sed's script, awk's program, jq's filter)
+# matches one of the patterns cfg.read_only_code lists for its program, if
+# it lists any, and none of those cfg.unsafe_code lists: sed -n '/re/p'
+# only prints, sed 'w /etc/x' writes a file, awk 'system("…")' runs one.
+code_read_only(cmd) if {
+	every c in object.get(cmd, "code", []) {
+		code_allowed(cmd.program, c)
+		not code_unsafe(cmd.program, c)
+	}
+}
+
+code_allowed(program, _) if not cfg.read_only_code[program]
+
+code_allowed(program, c) if {
+	some pattern in cfg.read_only_code[program]
+	regex.match(pattern, c)
+}
+
+code_unsafe(program, c) if {
+	some pattern in cfg.unsafe_code[program]
+	regex.match(pattern, c)
+}
+
+# A shell given literal code (sh -c 'ls') and eval of literal words run
+# only the commands parsed from them, which are judged themselves.
+read_only(cmd) if {
+	cmd.program in cfg.shells
+	"-c" in cmd.flags
+	cmd.dynamic == false
+	not unsafe_assignment(cmd)
+}
+
+read_only(cmd) if {
+	cmd.program == "eval"
+	cmd.dynamic == false
 	not unsafe_assignment(cmd)
 }
 
@@ -548,32 +546,16 @@ read_only(cmd) if {
 }
 
 # read_only_exception is true when an argument of the command starts with one
-# of the prefixes cfg.read_only_unless_args lists for its program (find
-# -delete, sort -o …).
+# of the prefixes cfg.read_only_unless_args lists for its program (date -s,
+# sysctl -w …).
 read_only_exception(cmd) if option_given(cmd, cfg.read_only_unless_args[cmd.program])
 
 # option_given is true when the command is given one of options: an
-# argument or flag starts with it ("-o", "-ofile", "--output=f"), or an
-# argument names a long option by an abbreviation at least as long as the
-# shortest unambiguous one cfg.long_option_abbreviations gives for the
-# program ("sort --out=f" is --output: GNU getopt_long takes any
-# unambiguous prefix). An option without an entry there matches exactly,
-# as the programs that take no abbreviations do.
+# argument or flag starts with it ("-o", "-ofile", "--output=f"). For a
+# program whose spec allows abbreviations the parser records a long option
+# under its full name ("date --se=x" is --set: GNU getopt_long takes any
+# unambiguous prefix), so the flags hold it.
 option_given(cmd, options) if strings.any_prefix_match(array.concat(cmd.args, cmd.flags), options)
-
-option_given(cmd, options) if {
-	some option in options
-	shortest := cfg.long_option_abbreviations[cmd.program][option]
-	some a in cmd.args
-	name := split(a, "=")[0]
-	startswith(name, shortest)
-	startswith(option, name)
-}
-
-too_many_operands(cmd) if {
-	limit := cfg.read_only_max_operands[cmd.program]
-	count(operands(cmd)) > limit
-}
 
 unsafe_assignment(cmd) if strings.any_prefix_match(object.keys(cmd.assignments), cfg.unsafe_assignment_prefixes)
 
@@ -585,15 +567,30 @@ vault_program(cmd) if {
 }
 
 # changes describes what may change the vault: every command that is not
-# read-only (the carrier aside) and every writing redirect that does not
-# only write scratch. The input is
-# read-only when it is empty. A malformed input is denied anyway: it is not
+# read-only (the carrier aside), every command that writes or runs a path
+# (role write or execute) other than scratch, every writing redirect that
+# does not only write scratch, and in a sandbox every path only known at
+# run time. The input is read-only when it is empty. A malformed input is denied anyway: it is not
 # looked at here, so that no rule trips over a missing field.
 changes contains cmd.raw if {
 	not malformed
 	some i, cmd in commands
 	not read_only(cmd)
 	not carrier(i, cmd)
+}
+
+changes contains commands[p.command].raw if {
+	not malformed
+	some p in input.paths
+	p.source == "arg"
+	p.role in {"write", "execute"}
+	where(p) != "scratch"
+}
+
+changes contains p.arg if {
+	not malformed
+	some p in input.paths
+	where(p) == "unknown"
 }
 
 changes contains sprintf("%s %s", [r.op, r.target]) if {

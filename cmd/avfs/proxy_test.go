@@ -1163,14 +1163,14 @@ func TestProxyOutput(t *testing.T) {
 
 		// `yes` until the timeout: bounded too (each "\n" is two bytes of JSON).
 		r = a.proxy(append(m, "--timeout", "500ms"), "yes")
-		r.want(t, wire.AllowWithCheckpoint, wire.ExitTimedOut)
+		r.want(t, wire.Allow, wire.ExitTimedOut)
 		if p := r.env.Process; !p.StdoutTruncated || p.StdoutBytes <= 1<<20 || len(r.raw) > 3*(1<<20)/2+16<<10 {
 			t.Fatalf("yes: %d bytes, truncated %v, envelope %d bytes", p.StdoutBytes, p.StdoutTruncated, len(r.raw))
 		}
 
 		// --max-output 1KiB: 512 bytes of head and of tail.
 		r = a.proxy(append(m, "--max-output", "1KiB"), "sh", "-c", "yes | head -c 5000")
-		r.ok(t, wire.AllowWithCheckpoint)
+		r.ok(t, wire.Allow)
 		p = r.env.Process
 		ys := strings.Repeat("y\n", 2500)
 		if want := ys[:512] + "\n[avfs: 3976 bytes omitted]\n" + ys[5000-512:]; p.Stdout != want || p.StdoutBytes != 5000 || !p.StdoutTruncated {

@@ -30,12 +30,9 @@ test_wrong_types_are_problems if {
 		[{"read_only_programs": "ls cat"}, "data.avfs.config.read_only_programs must be a list of strings: it is of type string"],
 		[{"package_subcommands": {"npm": "install"}}, "data.avfs.config.package_subcommands must be an object of lists of strings: an element is of another type"],
 		[{"read_only_unless_args": ["find"]}, "data.avfs.config.read_only_unless_args must be an object of lists of strings: it is of type array"],
-		[{"read_only_max_operands": {"uniq": "1"}}, "data.avfs.config.read_only_max_operands must be an object of numbers: an element is of another type"],
-		[{"path_writers": {"rm": "all"}}, `data.avfs.config.path_writers must be an object of "every" or "last": an element is of another type`],
+		[{"read_only_code": {"sed": "^p$"}}, "data.avfs.config.read_only_code must be an object of lists of strings: an element is of another type"],
 		[{"host_network_reasons": null}, "data.avfs.config.host_network_reasons must be a list of strings: it is of type null"],
 		[{"shells": false}, "data.avfs.config.shells must be a list of strings: it is of type boolean"],
-		[{"long_option_abbreviations": {"sort": ["--o"]}}, "data.avfs.config.long_option_abbreviations must be an object of objects of strings: an element is of another type"],
-		[{"long_option_abbreviations": {"sort": {"--output": 2}}}, "data.avfs.config.long_option_abbreviations must be an object of objects of strings: an element is of another type"],
 	] {
 		data.avfs.config_problems == {c[1]} with data.avfs.config as with_config(c[0])
 	}

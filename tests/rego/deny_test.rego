@@ -48,8 +48,6 @@ test_privileged_options_and_setters if {
 		["sysctl", "-w", "net.ipv4.ip_forward=1"],
 		["sysctl", "kernel.yama.ptrace_scope=0"],
 		["sysctl", "--system"],
-		["sysctl", "--sys"],
-		["sysctl", "--wr", "vm.swappiness=1"],
 		["sysctl", "-p", "/etc/sysctl.conf"],
 		["sysctl", "-qw", "a=1"],
 	] {

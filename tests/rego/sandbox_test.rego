@@ -11,7 +11,7 @@ test_where_in_a_sandbox if {
 		["read_only_system", t.where_entry("/etc/hosts", "/etc/hosts", "read_only_system", "arg")],
 		["vault", t.where_entry("/workspace/a", "/a", "vault", "arg")],
 		["outside", t.where_entry("/var/x", "/var/x", "outside", "arg")],
-		["outside", t.where_entry("$D/x", "$D/x", "unknown", "arg")],
+		["unknown", t.where_entry("$D/x", "$D/x", "unknown", "arg")],
 		# Entries whose inside_vault disagrees with where are outside.
 		["outside", object.union(t.where_entry("/tmp/x", "/tmp/x", "scratch", "arg"), {"inside_vault": true})],
 		["outside", object.union(t.where_entry("a", "/a", "vault", "arg"), {"inside_vault": false})],
@@ -79,7 +79,6 @@ test_outside_the_view_is_denied_in_a_sandbox if {
 		t.where_entry("/home/u/.ssh/id_rsa", "/home/u/.ssh/id_rsa", "outside", "arg"),
 		t.where_entry("~bob/x", "~bob/x", "outside", "arg"),
 		t.where_entry("../../x", "/../x", "outside", "arg"),
-		t.where_entry("$D/x", "$D/x", "unknown", "arg"),
 	] {
 		inp := t.sandboxed(t.doc([t.cmd(["cat", p.arg])], null, [p]))
 		t.decision_of(inp) == "deny"
@@ -154,6 +153,9 @@ test_raw_device_in_a_sandbox_is_still_denied if {
 
 ro(arg) := t.where_entry(arg, arg, "read_only_system", "arg")
 
+# ro_written is ro(arg) with the role a program spec gives a word it writes.
+ro_written(arg) := object.union(ro(arg), {"role": "write"})
+
 test_writes_to_the_read_only_system if {
 	every c in [
 		[["rm", "-f", "/usr/bin/python3"], "/usr/bin/python3"],
@@ -170,7 +172,7 @@ test_writes_to_the_read_only_system if {
 		[["find", "/opt", "-name", "*.pyc", "-delete"], "/opt"],
 		[["dd", "if=/dev/zero", "of=/usr/lib/libc.so.6"], "/usr/lib/libc.so.6"],
 	] {
-		inp := t.sandboxed(t.doc([t.cmd(c[0])], null, [ro(c[1])]))
+		inp := t.sandboxed(t.doc([t.cmd(c[0])], null, [ro_written(c[1])]))
 		r := t.result(inp)
 		r.decision == "deny"
 		{"id": "avfs.deny.read_only_system", "decision": "deny", "message": sprintf("Writing to the read-only system is denied: %s", [c[1]])} in r.reasons
@@ -264,4 +266,17 @@ test_denied_network_runs_get_no_network if {
 	r := t.result(inp)
 	r.decision == "deny"
 	r.sandbox == {"network": "none"}
+}
+
+# In a sandbox a path only known at run time can only name what the
+# sandbox shows: it is a change to checkpoint, not a deny.
+test_unknown_paths_in_a_sandbox_are_changes if {
+	p := t.where_entry("$D/x", "$D/x", "unknown", "arg")
+	inp := t.sandboxed(t.doc([t.cmd(["cat", p.arg])], null, [p]))
+	r := t.result(inp)
+	r.decision == "allow_with_checkpoint"
+	r.reasons == [{"id": "avfs.checkpoint.changes", "decision": "allow_with_checkpoint", "message": "Commands that may change the vault run after a checkpoint: $D/x"}]
+
+	# Without a sandbox it could be anything: denied.
+	"avfs.deny.outside_vault" in t.ids(t.doc([t.cmd(["cat", p.arg])], null, [p]))
 }
