@@ -265,6 +265,10 @@ type execution struct {
 	cleanups []func(context.Context)
 	stopped  bool // a stage ended the run with status
 	status   int
+
+	// programs are those of the input's commands, in order: what the
+	// hints know of what ran.
+	programs []string
 }
 
 // stop ends the run after this stage with status.
@@ -364,6 +368,9 @@ func (x *execution) decide(ctx context.Context) error {
 	res, err := p.Decide(ctx, input, engine.DecideOptions{Explain: req.Explain})
 	if err != nil {
 		return err
+	}
+	for _, c := range input.Commands {
+		x.programs = append(x.programs, c.Program)
 	}
 	x.res = res
 	x.out.Decision = res.Decision
@@ -537,6 +544,7 @@ func (x *execution) run(ctx context.Context) error {
 		return err
 	}
 	x.out.Process = processReport(x.proc)
+	x.out.Hints = x.hints()
 	return nil
 }
 
