@@ -272,13 +272,13 @@ func newCommand(origin string) wire.Command {
 	}
 }
 
-// quoteArgv renders argv as a shell would need it typed: words that are
-// not plain are single-quoted.
-// QuoteArgv joins argv into one shell command line, each word
-// single-quoted unless it is plain (letters, digits, @%+=:,./_-), as
-// input commands' raw shows an argv.
+// QuoteArgv renders argv as one shell command line, as input commands'
+// raw shows an argv: words that are not plain (letters, digits,
+// @%+=:,./_-) are single-quoted.
 func QuoteArgv(argv []string) string { return quoteArgv(argv) }
 
+// quoteArgv renders argv as a shell would need it typed: words that are
+// not plain are single-quoted.
 func quoteArgv(argv []string) string {
 	var sb strings.Builder
 	for i, a := range argv {
