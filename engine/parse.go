@@ -29,6 +29,10 @@ type ParseRequest struct {
 	// absolute path is the host's and ~ the host's home, as for a caller
 	// that knows nothing of sandboxes.
 	Sandbox wire.SandboxInput
+	// Workspace answers what the input says about the vault's files
+	// (wire.Command.LocalBin); nil asks nothing and leaves those fields
+	// empty.
+	Workspace Workspace
 }
 
 // Origins of a command (wire.Command.Origin).
@@ -74,8 +78,9 @@ const (
 // argv over 1 MiB, a sandbox mode other than "", namespaces and none. A
 // script that does not parse is not an error: Script.ParseError records
 // why and the policy decides. Parse runs nothing; it only looks programs
-// up on PATH. It returns ctx's error when ctx is done. Parse is safe for
-// concurrent use.
+// up on PATH and asks req.Workspace about files of the vault. It returns
+// ctx's error when ctx is done. Parse is safe for concurrent use (as far
+// as req.Workspace is).
 func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -85,11 +90,12 @@ func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 	}
 	sb := sandboxInput(req.Sandbox)
 	b := &inputBuilder{
-		ctx:      ctx,
-		view:     newView(sb),
-		pathEnv:  req.PathEnv,
-		commands: make([]wire.Command, 0, 2),
-		paths:    []wire.Path{},
+		ctx:       ctx,
+		view:      newView(sb),
+		workspace: req.Workspace,
+		pathEnv:   req.PathEnv,
+		commands:  make([]wire.Command, 0, 2),
+		paths:     []wire.Path{},
 	}
 	if req.PathEnv == "" {
 		b.pathEnv = os.Getenv("PATH")
