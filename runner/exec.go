@@ -347,7 +347,7 @@ func (x *execution) decide(ctx context.Context) error {
 	req, v, cwd := x.req, x.v, x.cwd
 	cmdEnv := x.r.environment(req, x.view, "", x.out.ID)
 	input, err := engine.Parse(ctx, engine.ParseRequest{
-		Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: envNames(cmdEnv), PathEnv: lookup(cmdEnv, "PATH"),
+		Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: envNames(cmdEnv), PathEnv: lookup(cmdEnv, "PATH"), Workspace: vaultFiles{v},
 		Vault:   wire.VaultInput{Name: x.info.Name, Files: x.info.Files, Bytes: x.info.Bytes, Quotas: wire.QuotaInput(x.info.Quota), Parent: parentName(x.info)},
 		Request: wire.RequestInput{TimeoutMS: req.Timeout.Milliseconds(), Readonly: req.Readonly, ApprovalID: req.ApprovalID},
 		Sandbox: x.view.input,
