@@ -4,12 +4,18 @@ import (
 	"context"
 	"strings"
 
+	"avfs/engine"
 	"avfs/vault"
 )
 
 // maxLinkHops caps the symlinks vaultFiles follows for one path, as the
 // kernel's ELOOP does.
 const maxLinkHops = 40
+
+// Workspace returns the open vault v as the parser's engine.Workspace
+// (see vaultFiles): what proxy exec decides with, for callers that parse
+// as it does (avfs policy eval).
+func Workspace(v *vault.Vault) engine.Workspace { return vaultFiles{v} }
 
 // vaultFiles is the open vault as engine.Workspace: what the parser may
 // ask about the files of the vault a command runs in. It reads the

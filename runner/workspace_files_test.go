@@ -47,7 +47,7 @@ func TestVaultFiles(t *testing.T) {
 		"/node_modules/eslint/bin/eslint.js":   true,
 		"/node_modules/.bin/eslint":            true,
 		"/node_modules/.bin/twice":             true,
-		"/web/node_modules/.bin/eslint":        true, // a relative link on the way
+		"/web/node_modules/.bin/eslint":        true,  // a relative link on the way
 		"/web/sub/node_modules/.bin/eslint":    false, // an absolute link on the way
 		"/node_modules/.bin/abs":               false,
 		"/node_modules/.bin/up":                false,
