@@ -145,3 +145,47 @@ func TestProxyNoHint(t *testing.T) {
 		r.noHints(t)
 	})
 }
+
+// TestProxyNpxLocalBin: npx of a program already in the vault's
+// node_modules/.bin runs it without approval (and without the network);
+// npx of anything else, or with an option that may fetch, needs approval.
+func TestProxyNpxLocalBin(t *testing.T) {
+	t.Parallel()
+	a := newProxyAVFS(t)
+	a.ok("mkdir", "-p", "/web/node_modules/.bin", "/web/node_modules/hello-lint", "/web/src")
+	a.write("#!/bin/sh\necho \"local lint $*\"\n", "/web/node_modules/hello-lint/cli.sh")
+	a.ok("chmod", "755", "/web/node_modules/hello-lint/cli.sh")
+	a.ok("ln", "-s", "../hello-lint/cli.sh", "/web/node_modules/.bin/hello-lint") // as npm links a package's bin
+	a.ok("ln", "-s", "/web/node_modules/hello-lint/cli.sh", "/web/node_modules/.bin/abs-lint")
+
+	r := a.proxy([]string{"--cwd", "/web/src"}, "npx", "hello-lint", "--fix", ".")
+	if r.env.Decision != wire.AllowWithCheckpoint || slices.Contains(reasonIDsOf(r.env), "avfs.approval.network") {
+		t.Fatalf("npx of a local program: %s", r.raw)
+	}
+	if _, err := exec.LookPath("npx"); err == nil {
+		r.exits(t, 0)
+		equal(t, "npx ran the local program", r.stdout(t), "local lint --fix .\n")
+		if r.env.Sandbox.Network != wire.NetworkNone {
+			t.Fatalf("sandbox %+v", r.env.Sandbox)
+		}
+	}
+	var eval wire.PolicyResult
+	a.into(&eval, "policy", "eval", "--cwd", "/web/src", "--shell", "npm exec hello-lint")
+	if eval.Decision != wire.AllowWithCheckpoint {
+		t.Fatalf("policy eval of npm exec of a local program: %+v", eval)
+	}
+	for _, c := range []struct {
+		cwd  string
+		argv []string
+	}{
+		{"/web/src", []string{"npx", "other-tool"}},
+		{"/web/src", []string{"npx", "-y", "hello-lint"}},
+		{"/web/src", []string{"npx", "hello-lint@2"}},
+		{"/web/src", []string{"npx", "abs-lint"}}, // its link means another file in the sandbox's view
+		{"/", []string{"npx", "hello-lint"}},      // not installed here or above
+		{"/web", []string{"npm", "exec", "--package", "hello-lint", "--", "hello-lint"}},
+	} {
+		r := a.proxy([]string{"--cwd", c.cwd}, c.argv...)
+		r.want(t, wire.RequireApproval, wire.ExitNotRun)
+	}
+}
