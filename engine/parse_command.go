@@ -24,6 +24,8 @@ type inputBuilder struct {
 	paths    []wire.Path
 	script   *wire.Script // nil until a shell script is parsed
 	err      error        // ctx's error, when it ended while parsing
+
+	workspace Workspace // ParseRequest.Workspace, nil for none
 }
 
 // shellWord is one command word. Literal words hold their value with quotes and
@@ -194,6 +196,7 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 	} else {
 		b.classifyByShape(&cmd, args, in, skip, runDir, idx)
 	}
+	cmd.LocalBin = b.localBin(name, args, runDir)
 	for _, r := range ex.redirs {
 		if r.isPath {
 			b.addRolePath(r.target, shellDir, sourceRedirect, idx, r.role)

@@ -23,6 +23,7 @@ config_shapes := {
 	"git_branch_listing_flags": "strings",
 	"network_programs": "strings",
 	"network_subcommands": "string_lists",
+	"local_bin_runners": "strings",
 	"server_modules": "string_lists",
 	"server_options": "string_lists",
 	"server_programs": "strings",
@@ -237,6 +238,7 @@ package_invocations contains cmd.raw if {
 	some cmd in commands
 	phrases := package_phrases(cmd.program)
 	invokes(operands(cmd), phrases)
+	not runs_local_bin(cmd)
 }
 
 package_invocations contains cmd.raw if {
@@ -258,10 +260,26 @@ package_phrases(program) := phrases if {
 # arguments, matched by family: the program or its base name is in
 # cfg.network_programs (nc.openbsd and nc.traditional are nc, wget2 is
 # wget, ping6 is ping); or for a subcommand of cfg.network_subcommands
-# (openssl s_client).
-network(cmd) if program_in(cmd.program, cfg.network_programs)
+# (openssl s_client). A runner of packages that runs a program already in
+# the vault (runs_local_bin: npx eslint with node_modules/.bin/eslint) is
+# not one.
+network(cmd) if {
+	program_in(cmd.program, cfg.network_programs)
+	not runs_local_bin(cmd)
+}
 
 network(cmd) if invokes(operands(cmd), cfg.network_subcommands[cmd.program])
+
+# runs_local_bin is true for a command of a runner of packages
+# (cfg.local_bin_runners: npx NAME, npm exec NAME) that runs a program
+# already in the vault: avfs found NAME in a node_modules/.bin of the
+# vault, as npx looks for it, and nothing before NAME could make npx
+# fetch (input local_bin, docs/input.md). Such a run fetches nothing.
+runs_local_bin(cmd) if {
+	cmd.program in cfg.local_bin_runners
+	is_string(cmd.local_bin)
+	cmd.local_bin != ""
+}
 
 # listens is true for a command that starts a server: a program of
 # cfg.server_programs, an interpreter given one of the options

@@ -265,6 +265,10 @@ type execution struct {
 	cleanups []func(context.Context)
 	stopped  bool // a stage ended the run with status
 	status   int
+
+	// programs are those of the input's commands, in order: what the
+	// hints know of what ran.
+	programs []string
 }
 
 // stop ends the run after this stage with status.
@@ -352,10 +356,11 @@ func (x *execution) decide(ctx context.Context) error {
 	}
 	input, err := engine.Parse(ctx, engine.ParseRequest{
 		Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: envNames(cmdEnv), PathEnv: lookup(cmdEnv, "PATH"),
-		Vault:    wire.VaultInput{Name: x.info.Name, Files: x.info.Files, Bytes: x.info.Bytes, Quotas: wire.QuotaInput(x.info.Quota), Parent: parentName(x.info)},
-		Request:  wire.RequestInput{TimeoutMS: req.Timeout.Milliseconds(), Readonly: req.Readonly, ApprovalID: req.ApprovalID},
-		Sandbox:  x.view.input,
-		Programs: programs,
+		Vault:     wire.VaultInput{Name: x.info.Name, Files: x.info.Files, Bytes: x.info.Bytes, Quotas: wire.QuotaInput(x.info.Quota), Parent: parentName(x.info)},
+		Request:   wire.RequestInput{TimeoutMS: req.Timeout.Milliseconds(), Readonly: req.Readonly, ApprovalID: req.ApprovalID},
+		Sandbox:   x.view.input,
+		Programs:  programs,
+		Workspace: vaultFiles{v},
 	})
 	if err != nil {
 		x.out.Policy.Reasons = []wire.Reason{{ID: "avfs.input.invalid", Decision: wire.Deny, Message: "the command could not be parsed: " + err.Error()}}
@@ -372,6 +377,9 @@ func (x *execution) decide(ctx context.Context) error {
 	res, err := p.Decide(ctx, input, engine.DecideOptions{Explain: req.Explain})
 	if err != nil {
 		return err
+	}
+	for _, c := range input.Commands {
+		x.programs = append(x.programs, c.Program)
 	}
 	x.res = res
 	x.out.Decision = res.Decision
@@ -545,6 +553,7 @@ func (x *execution) run(ctx context.Context) error {
 		return err
 	}
 	x.out.Process = processReport(x.proc)
+	x.out.Hints = x.hints()
 	return nil
 }
 

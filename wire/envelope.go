@@ -33,8 +33,11 @@ type Envelope struct {
 	ChangesTotal     int             `json:"changes_total"`
 	ChangesTruncated bool            `json:"changes_truncated"`
 	Rollback         *RollbackReport `json:"rollback"` // set when --rollback-on-failure restored the checkpoint
-	Timing           Timing          `json:"timing"`
-	Error            *ErrorBody      `json:"error"`
+	// Hints are advice about the run (a network_off hint for a command
+	// that failed for lack of a network), absent when there is none.
+	Hints  []Hint     `json:"hints,omitempty"`
+	Timing Timing     `json:"timing"`
+	Error  *ErrorBody `json:"error"`
 }
 
 // PolicyReport is the policy part of an envelope.

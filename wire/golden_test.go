@@ -67,7 +67,28 @@ func goldenEnvelopes() map[string]Envelope {
 	failed := denied
 	failed.ID, failed.Decision = "ex-20261129T120414-dddddddddddd", AllowWithCheckpoint
 	failed.Error = &ErrorBody{Code: CodeMountFailed, Message: "proxy exec: the mount was not ready after 30s"}
-	return map[string]Envelope{"envelope_ran": ran, "envelope_denied": denied, "envelope_approval": approval, "envelope_timed_out": timedOut, "envelope_failed": failed, "envelope_unsandboxed": unsandboxed}
+	networkOff := ran
+	networkOff.ID = "ex-20261129T120416-ffffffffffff"
+	networkOff.Policy.Reasons = []Reason{{ID: "avfs.checkpoint.changes", Message: "Commands that may change the vault run after a checkpoint: go build ./...", Decision: AllowWithCheckpoint}}
+	networkOff.Command = CommandReport{Argv: []string{"go", "build", "./..."}, Cwd: "/src"}
+	networkOff.Checkpoint = &CheckpointRef{ID: 4, Name: networkOff.ID}
+	goErr := "go: downloading golang.org/x/text v0.14.0\nmain.go:2:8: golang.org/x/text@v0.14.0: Get \"https://proxy.golang.org/golang.org/x/text/@v/v0.14.0.zip\": " +
+		"dial tcp: lookup proxy.golang.org on 10.0.0.53:53: dial udp 10.0.0.53:53: connect: network is unreachable\n"
+	networkOff.Process = &ProcessReport{ExitCode: 1, DurationMS: 310, Stdout: "", Stderr: goErr, StdoutEncoding: "utf-8", StderrEncoding: "utf-8",
+		StdoutBytes: 0, StderrBytes: int64(len(goErr))}
+	networkOff.Changes, networkOff.ChangesTotal = []Change{}, 0
+	networkOff.Hints = []Hint{{Code: HintNetworkOff,
+		Message: "The sandbox had no network (sandbox.network \"none\"), and the output shows that the command tried to reach one (\"dial tcp: lookup\"). " +
+			"The default policy grants the host's network only to an approved run of a command that needs approval because it reaches the network " +
+			"(a network program, a git remote, a package install, a server: data.avfs.config.host_network_reasons). " +
+			"Fetch what this command needs with `go mod download`: run the hint's command (it asks for approval and gives approval.id), " +
+			"grant it with `avfs approval grant ID`, and run the hint's command again with `--approval ID` after `proxy exec`; " +
+			"then run this command again: Go's module cache is in the vault's tool cache (~/.cache), which later runs share. " +
+			"For this command itself to get the network, the policy must require approval for it with a reason listed in host_network_reasons " +
+			"(docs/policy.md, \"The sandbox grant\"), or it must run without a sandbox (--sandbox none), which gives it the host's network and the rest of the host.",
+		Command: "avfs --vault default proxy exec --cwd /src -- go mod download"}}
+	return map[string]Envelope{"envelope_ran": ran, "envelope_denied": denied, "envelope_approval": approval, "envelope_timed_out": timedOut, "envelope_failed": failed,
+		"envelope_unsandboxed": unsandboxed, "envelope_network_off": networkOff}
 }
 
 // TestGoldenEnvelopes pins the envelope's JSON and checks it against the

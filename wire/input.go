@@ -66,6 +66,15 @@ type Command struct {
 	// program's own language (sed's script, awk's program, jq's filter),
 	// in order; they are never paths.
 	Code []string `json:"code"`
+	// LocalBin is the vault path of the program that a runner of packages
+	// (npx NAME, npm exec NAME, npm x NAME) runs from a node_modules/.bin
+	// of the vault, found in the command's directory or the nearest
+	// ancestor that has one, as npx looks: such a run fetches nothing.
+	// "" for other commands, when NAME is not found there, when an
+	// option comes before NAME or NAME is not a plain name (eslint@8,
+	// @scope/pkg, a path: npx might fetch), and when the parser was not
+	// given the vault.
+	LocalBin string `json:"local_bin"`
 }
 
 // Wrapper is a program that runs another one (env, sudo, timeout, xargs, busybox …).

@@ -24,6 +24,7 @@ import (
 
 	"avfs/bundles"
 	"avfs/engine"
+	"avfs/runner"
 	"avfs/sandbox"
 	"avfs/wire"
 )
@@ -129,14 +130,23 @@ approval; nothing is verified, since eval runs nothing.`,
 			if err != nil {
 				return err
 			}
+			// The vault's files, as proxy exec sees them (local_bin). A vault
+			// that cannot be opened (none yet) has none: the command is then
+			// decided as in a vault without them.
+			var ws engine.Workspace
+			if v, err := e.store().Open(c.Context, e.vaultName()); err == nil {
+				defer v.Close()
+				ws = runner.Workspace(v)
+			}
 			in, err := engine.Parse(c.Context, engine.ParseRequest{
-				Argv:     argv,
-				Shell:    shell,
-				Cwd:      c.String("cwd"),
-				PathEnv:  os.Getenv("PATH"),
-				Request:  wire.RequestInput{ApprovalID: c.String("approval")},
-				Sandbox:  view,
-				Programs: p.Programs(),
+				Argv:      argv,
+				Shell:     shell,
+				Cwd:       c.String("cwd"),
+				PathEnv:   os.Getenv("PATH"),
+				Request:   wire.RequestInput{ApprovalID: c.String("approval")},
+				Sandbox:   view,
+				Programs:  p.Programs(),
+				Workspace: ws,
 			})
 			if err != nil {
 				return fmt.Errorf("parse command: %w", err)

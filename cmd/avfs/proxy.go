@@ -256,6 +256,13 @@ func printEnvelope(e *env, env *wire.Envelope, streamed bool) {
 	if env.Rollback != nil {
 		parts = append(parts, "rolled back")
 	}
+	for _, h := range env.Hints {
+		s := fmt.Sprintf("hint %s: %s", h.Code, h.Message)
+		if h.Command != "" {
+			s += " (the hint's command: " + h.Command + ")"
+		}
+		parts = append(parts, s)
+	}
 	if env.Error != nil {
 		parts = append(parts, "error: "+env.Error.Message)
 	}

@@ -416,6 +416,16 @@ func checkEnvelope(t *testing.T, r proxyRun) {
 	if env.Decision == wire.Deny && (env.Process != nil || env.Mount != nil || env.Checkpoint != nil || env.Approval != nil || len(env.Changes) > 0) {
 		fail("a denied command ran")
 	}
+	if h, ok := d["hints"]; ok {
+		if hs, _ := h.([]any); len(hs) == 0 {
+			fail("hints is present but not a list of hints")
+		}
+		for _, h := range env.Hints {
+			if h.Code == "" || h.Message == "" || env.Process == nil {
+				fail("a hint without a code or a message, or of a run that did not run: %+v", h)
+			}
+		}
+	}
 	if env.ChangesTruncated != (env.ChangesTotal > len(env.Changes)) || env.ChangesTotal < len(env.Changes) {
 		fail("changes_total %d, changes_truncated %v, %d listed", env.ChangesTotal, env.ChangesTruncated, len(env.Changes))
 	}

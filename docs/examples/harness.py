@@ -144,6 +144,12 @@ def show_run(env):
     if (env.get("mount") or {}).get("discarded"):
         log("read-only run: %d change(s) to the copy were thrown away" % env["mount"]["discarded"])
     log("exit %d, %d change(s)" % (p["exit_code"], env.get("changes_total", len(env["changes"]))))
+    for h in env.get("hints", []):
+        # network_off: the sandbox had no network and the command needed one;
+        # the message says how to get it, command (if any) is what to run next.
+        log("hint %s: %s" % (h["code"], h["message"]))
+        if h.get("command"):
+            log("  next: %s" % h["command"])
     for c in env["changes"]:
         log("  " + describe_change(c))
     if env.get("changes_truncated"):
