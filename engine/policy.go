@@ -369,6 +369,51 @@ func (p *Policy) Decide(ctx context.Context, in *wire.Input, opts DecideOptions)
 	return res, nil
 }
 
+// CountExpressions evaluates the policy for in as Decide would (the same
+// prepared query, input document and deadline) and returns how many Rego
+// expressions OPA evaluated: the topdown.EvalOp events of the evaluation,
+// an expression counted each time it is evaluated (once per element of a
+// collection it iterates over, once per rule body or function call that
+// reaches it), the entrypoint query included. It is 0, with a nil error,
+// when Decide would not evaluate the policy because its ConfigProblems are
+// not empty.
+//
+// It is a measure of the policy's work, for benchmarks and tests, and not
+// a way to decide: it traces the evaluation, which is slower, and returns
+// no decision. Decide never traces unless its DecideOptions.Explain asks.
+// err is invalid_input for a nil input, and the evaluation's error
+// (ctx ended, deadline passed, a builtin failed) otherwise; the count is
+// then that of the expressions evaluated until the error. It is safe for
+// concurrent use.
+func (p *Policy) CountExpressions(ctx context.Context, in *wire.Input) (int, error) {
+	if len(p.configProblems) > 0 {
+		return 0, nil
+	}
+	if in == nil {
+		return 0, wire.Errorf(wire.CodeInvalidInput, "there is no input document")
+	}
+	counter := &exprCounter{}
+	evalCtx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	_, err := p.query.Eval(evalCtx, rego.EvalParsedInput(InputValue(in)), rego.EvalMetrics(metrics.NoOp()), rego.EvalQueryTracer(counter))
+	if err == nil && evalCtx.Err() != nil {
+		err = evalCtx.Err()
+	}
+	return counter.n, err
+}
+
+// exprCounter is a topdown.QueryTracer that counts the expressions
+// evaluated (EvalOp events) and keeps nothing else.
+type exprCounter struct{ n int }
+
+func (*exprCounter) Enabled() bool               { return true }
+func (*exprCounter) Config() topdown.TraceConfig { return topdown.TraceConfig{} }
+func (c *exprCounter) TraceEvent(ev topdown.Event) {
+	if ev.Op == topdown.EvalOp {
+		c.n++
+	}
+}
+
 // timedOut turns res into the deny of a decision that took longer than timeout.
 func timedOut(res wire.PolicyResult, timeout time.Duration) wire.PolicyResult {
 	res.Decision, res.Sandbox = wire.Deny, wire.SandboxGrant{}

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -767,5 +768,42 @@ func TestSandboxedDecisions(t *testing.T) {
 		if err != nil || res.Decision != tc.decision || !slices.Equal(reasonIDs(res.Reasons), tc.reasons) || res.Sandbox.Network != tc.network {
 			t.Errorf("%q (%s): %s %v %+v, want %s %v network %q (%v)", tc.script, tc.sandbox.Mode, res.Decision, reasonIDs(res.Reasons), res.Sandbox, tc.decision, tc.reasons, tc.network, err)
 		}
+	}
+}
+
+// TestCountExpressions: the default policy evaluates expressions for every
+// decision, more for a longer script, the same number each time.
+func TestCountExpressions(t *testing.T) {
+	p := defaultP(t)
+	ctx := context.Background()
+	var scripts []string
+	for _, n := range []int{1, 2, 5, 20} {
+		cmds := make([]string, n)
+		for i := range cmds {
+			cmds[i] = fmt.Sprintf("grep -rn TODO src/d%d", i)
+		}
+		scripts = append(scripts, strings.Join(cmds, "; "))
+	}
+	last := 0
+	for _, script := range scripts {
+		in, err := Parse(ctx, ParseRequest{Shell: script, Cwd: "/", PathEnv: "/nonexistent"})
+		if err != nil {
+			t.Fatalf("%q: %v", script, err)
+		}
+		n, err := p.CountExpressions(ctx, in)
+		if err != nil {
+			t.Fatalf("%q: %v", script, err)
+		}
+		if again, _ := p.CountExpressions(ctx, in); again != n {
+			t.Errorf("%q: %d expressions, then %d", script, n, again)
+		}
+		t.Logf("%d commands: %d expressions", len(in.Commands), n)
+		if n <= last {
+			t.Errorf("%q: %d expressions, not more than %d for a shorter script", script, n, last)
+		}
+		last = n
+	}
+	if n, err := p.CountExpressions(ctx, nil); n != 0 || wire.CodeOf(err) != wire.CodeInvalidInput {
+		t.Errorf("nil input: %d, %v; want 0 and invalid_input", n, err)
 	}
 }
