@@ -55,6 +55,7 @@ const (
 const (
 	sourceArg      = "arg"
 	sourceRedirect = "redirect"
+	sourceProgram  = "program"
 )
 
 // Limits that keep a hostile command from making parsing slow or deep.

@@ -149,10 +149,12 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 	}
 	cmd.ReadsStdinScript = in.stdin
 
-	// Paths: wrapper options first, then assignments, arguments, redirects.
+	// Paths: wrapper options first, then the program, assignments,
+	// arguments, redirects.
 	for _, p := range u.pathArgs {
 		b.addPath(p, shellDir, sourceArg, idx)
 	}
+	b.programPath(run[0], runDir, idx)
 	for _, as := range [2][]envAssignment{ex.assigns, u.assigns} {
 		for _, a := range as {
 			if looksLikePath(a.value) {
@@ -279,6 +281,24 @@ func (b *inputBuilder) gitConfigCommand(sc *shellScope, dir dirState, c shellWor
 	}
 	sub := shellScope{origin: originGitConfig, depth: sc.depth + 1, dir: &dir, pipeLen: 1}
 	b.addCommand(&sub, []shellWord{c}, cmdExtra{raw: raw})
+}
+
+// programPath records the program word as a path the command executes
+// (source program) when it names a file of the vault or of scratch: a
+// relative path (./run.sh, bin/tool: the vault, or above it), or an
+// absolute one in the workspace or scratch (/tmp/x). A program found on
+// PATH, or a system one (/usr/bin/env), is no path of the command's.
+func (b *inputBuilder) programPath(w shellWord, dir dirState, idx int) {
+	if !w.literal || strings.IndexByte(w.text, '/') < 0 {
+		return
+	}
+	if w.text[0] == '/' {
+		p, kind := b.view.resolve(dir, w)
+		if where := b.view.where(p, kind); where != wire.WhereVault && where != wire.WhereScratch {
+			return
+		}
+	}
+	b.addRolePath(w, dir, sourceProgram, idx, wire.RoleExecute)
 }
 
 // runNested records what a command's words make it run (see nestedRun):

@@ -265,7 +265,7 @@ func checkInputInvariants(t testing.TB, in *wire.Input, argvMode bool) {
 		t.Errorf("commands[0].origin = %q", in.Commands[0].Origin)
 	}
 	for i, p := range in.Paths {
-		if p.Source != sourceArg && p.Source != sourceRedirect {
+		if p.Source != sourceArg && p.Source != sourceRedirect && p.Source != sourceProgram {
 			t.Errorf("paths[%d].source = %q", i, p.Source)
 		}
 		if p.Command < 0 || p.Command >= len(in.Commands) {
@@ -1194,12 +1194,15 @@ select z in a b; do r; done`),
 		},
 		{
 			name: "globs that may match ..",
-			req:  shellReq("cat .*/.*/etc/passwd ./*.go .git/* x/.?/y"),
+			req:  shellReq("cat .*/.*/etc/passwd ./*.go .git/* x/.?/y .[!.]* .[.]/x .[a-z]*"),
 			paths: []string{
 				".*/.*/etc/passwd=.*/.*/etc/passwd unknown arg@0",
 				"./*.go=/src/*.go vault arg@0",
 				".git/*=/src/.git/* vault arg@0",
 				"x/.?/y=x/.?/y unknown arg@0",
+				".[!.]*=/src/.[!.]* vault arg@0",
+				".[.]/x=.[.]/x unknown arg@0",
+				".[a-z]*=/src/.[a-z]* vault arg@0",
 			},
 		},
 		{

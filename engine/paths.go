@@ -254,13 +254,20 @@ func (v *view) resolve(dir dirState, w shellWord) (string, dirKind) {
 }
 
 // mayGlobDotDot reports whether a relative path has a segment that is a
-// glob pattern starting with a dot (".*", ".?"): a shell may expand it to
-// "..", so where the path lands is unknown.
+// glob pattern a shell may expand to ".." (".*", ".?", ".[.]"), so where
+// the path lands is unknown. ".[!.]*" cannot match "..": it stays a path
+// in its directory. A pattern that path.Match cannot read counts as one
+// that may.
 func mayGlobDotDot(t string) bool {
 	for t != "" {
 		var seg string
 		seg, t, _ = strings.Cut(t, "/")
-		if len(seg) > 1 && seg[0] == '.' && strings.ContainsAny(seg, "*?[") {
+		if len(seg) < 2 || seg[0] != '.' || !strings.ContainsAny(seg, "*?[") {
+			continue
+		}
+		// Bash writes a negated bracket [!…], Go's path.Match [^…].
+		pattern := strings.ReplaceAll(seg, "[!", "[^")
+		if ok, err := path.Match(pattern, ".."); ok || err != nil {
 			return true
 		}
 	}

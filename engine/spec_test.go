@@ -208,8 +208,8 @@ func TestParseBySpec(t *testing.T) {
 		{
 			name:  "values of unlisted long options of configure are text",
 			req:   argvReq("./configure", "--prefix=/usr/local", "--cache-file=c"),
-			paths: []string{"c=/src/c vault arg@0"},
-			roles: []wire.Role{wire.RoleWrite},
+			paths: []string{"./configure=/src/configure vault program@0", "c=/src/c vault arg@0"},
+			roles: []wire.Role{wire.RoleExecute, wire.RoleWrite},
 		},
 		{
 			name:  "multi-value options",

@@ -312,7 +312,7 @@ func TestParseGitConfigCommands(t *testing.T) {
 			name:  "config values are code, not paths",
 			req:   argvReq("git", "-C", "repo", "-c", "core.pager=less /etc/x", "-cdiff.external=./d.sh", "log"),
 			cmds:  []cmdWant{{prog: "git"}, {prog: "less", origin: "git_config"}, {prog: "d.sh", origin: "git_config"}},
-			paths: []string{"repo=/src/repo vault arg@0", "/etc/x=/etc/x outside arg@1"},
+			paths: []string{"repo=/src/repo vault arg@0", "/etc/x=/etc/x outside arg@1", "./d.sh=/src/d.sh vault program@2"},
 		},
 		{
 			name: "alias with ! is a shell command, others are git words",

@@ -122,6 +122,29 @@ reasons contains lib.reason(rego.metadata.rule(), runner.raw) if {
 }
 
 # METADATA
+# title: Running downloaded code is denied
+# description: |
+#   A file a network program writes (curl -o f, wget -O f, curl … > f),
+#   run by the same input as code: sh f, python f, make -f f, ./f, . f —
+#   the file itself or one under a directory it writes (wget -P dir).
+# custom:
+#   id: avfs.deny.download_exec
+#   decision: deny
+reasons contains lib.reason(rego.metadata.rule(), run.arg) if {
+	some saved in input.paths
+	saved.role == "write"
+	lib.network(lib.commands[saved.command])
+	some run in input.paths
+	run.role == "execute"
+	under(run.path, saved.path)
+}
+
+# under is true when path is dir or below it.
+under(path, path)
+
+under(path, dir) if startswith(path, concat("", [trim_suffix(dir, "/"), "/"]))
+
+# METADATA
 # title: Shell scripts that cannot be parsed are denied
 # description: What cannot be parsed cannot be judged.
 # custom:

