@@ -277,6 +277,19 @@ func checkInputInvariants(t testing.TB, in *wire.Input, argvMode bool) {
 		if !p.Where.Valid() || p.InsideVault != (p.Where == wire.WhereVault) {
 			t.Errorf("paths[%d] where %q with inside_vault %v", i, p.Where, p.InsideVault)
 		}
+		switch p.Role {
+		case wire.RoleRead, wire.RoleWrite, wire.RoleExecute, wire.RoleUnknown:
+		default:
+			t.Errorf("paths[%d].role = %q", i, p.Role)
+		}
+		if p.Source == sourceProgram && p.Role != wire.RoleExecute {
+			t.Errorf("paths[%d] is the program but its role is %q", i, p.Role)
+		}
+	}
+	for i, c := range in.Commands {
+		if c.Code == nil {
+			t.Errorf("commands[%d].code is nil", i)
+		}
 	}
 	data, err := json.Marshal(in)
 	if err != nil {
