@@ -218,8 +218,8 @@ func (b *inputBuilder) keyRole(s *ProgramSpec, w shellWord) (ArgRole, bool) {
 func (b *inputBuilder) specWord(cmd *wire.Command, w shellWord, r ArgRole, dir dirState, idx int, nested *[]nestedRun) {
 	switch {
 	case r.isPath():
-		if w.text == "" || w.text == "-" || w.text == "{}" || isStdinFile(w.text) {
-			return // stdin, or the name xargs -I and find -exec put in
+		if w.text == "" || w.text == "-" || w.text == "{}" || isStdinFile(w.text) || w.procSubst {
+			return // stdin, the name xargs -I and find -exec put in, or a pipe (<(…), whose commands are judged)
 		}
 		b.addRolePath(w, dir, sourceArg, idx, r.pathRole())
 	case r == ArgURL:
