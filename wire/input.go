@@ -57,6 +57,12 @@ type Command struct {
 	// ($VAR, $(…), …): such words hold their source text and the real argv
 	// is only known when the shell runs.
 	Dynamic bool `json:"dynamic"`
+	// Function is the name of the function whose body holds the command
+	// ("f" for the commands of f(){ …; }), "" outside function bodies.
+	Function string `json:"function"`
+	// Background is true when the command runs asynchronously: it, or a
+	// statement or pipeline holding it, ends with & (or is a coprocess).
+	Background bool `json:"background"`
 }
 
 // Wrapper is a program that runs another one (env, sudo, timeout, xargs, busybox …).
