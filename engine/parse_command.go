@@ -22,6 +22,7 @@ type inputBuilder struct {
 	paths    []wire.Path
 	script   *wire.Script // nil until a shell script is parsed
 	err      error        // ctx's error, when it ended while parsing
+	static   staticState  // what static expansion spent (parse_vars.go)
 }
 
 // shellWord is one command word. Literal words hold their value with quotes and
@@ -32,6 +33,8 @@ type shellWord struct {
 	literal   bool
 	subst     bool // contains a command or process substitution
 	procSubst bool // is exactly one process substitution, <(…) or >(…)
+	glob      bool // a pattern the shell expands to file names (unquoted *, ?, […]), or one of them
+	pattern   bool // glob, and text spells the pattern exactly: it can be matched (parse_expand.go)
 }
 
 // envAssignment is a NAME=value given before a command.
@@ -49,6 +52,7 @@ type shellScope struct {
 	pipe       int       // index within the enclosing pipeline
 	pipeLen    int       // length of the enclosing pipeline (1: none)
 	pipeReader bool      // stdin is the output of another command
+	scopeExt             // variables, function, background (parse_vars.go)
 }
 
 // cmdExtra is what a script knows about a command beyond its words.
@@ -74,6 +78,7 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 	cmd := newCommand(sc.origin)
 	cmd.Raw = ex.raw
 	cmd.Pipeline, cmd.PipelineLen = sc.pipe, sc.pipeLen
+	cmd.Function, cmd.Background = sc.function, sc.background
 	idx := len(b.commands)
 
 	var u unwrapped
@@ -88,6 +93,11 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 		if !w.literal {
 			cmd.Dynamic = true
 		}
+	}
+	if u.words[0].glob {
+		// A pattern as the program (/usr/bin/wge?, "$f" of a glob loop):
+		// what runs is only known at run time.
+		u.words[0].literal, cmd.Dynamic = false, true
 	}
 	if u.tooDeep {
 		// What runs under so many wrappers is not known: the input must
@@ -481,8 +491,7 @@ func (b *inputBuilder) evalArgs(sc *shellScope, args []shellWord) {
 		}
 		parts[i] = a.text
 	}
-	b.parseScript(shellScope{origin: originEval, depth: sc.depth + 1, dir: sc.dir, pipeLen: 1, pipeReader: sc.pipeReader},
-		strings.Join(parts, " "), "")
+	b.parseScript(sc.evalScope(), strings.Join(parts, " "), "")
 }
 
 // trapAction parses the action of `trap ACTION SIGNAL…`, which the shell
