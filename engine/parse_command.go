@@ -52,7 +52,7 @@ type shellScope struct {
 	pipe       int       // index within the enclosing pipeline
 	pipeLen    int       // length of the enclosing pipeline (1: none)
 	pipeReader bool      // stdin is the output of another command
-	scopeExt             // variables, function, background (parse_vars.go)
+	scopeExt             // variables, function, background, piped text (parse_vars.go)
 }
 
 // cmdExtra is what a script knows about a command beyond its words.
@@ -203,8 +203,9 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 	}
 	b.commands = append(b.commands, cmd)
 
-	// Programs fed another command's output as their program.
-	if in.stdin && (sc.pipeReader || ex.stdin.subst) {
+	// Programs fed another command's output as their program (not the
+	// literal text of echo or printf before them, parsed below).
+	if in.stdin && (sc.pipeReader && !ex.stdin.piped || ex.stdin.subst) || xargsRunsInput(&cmd, in, args) {
 		b.pipesToShell()
 	}
 	if in.code >= 0 && args[in.code].subst || in.file >= 0 && args[in.file].subst {
@@ -220,8 +221,11 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 		b.runScript(sc, runDir, args[in.code].text[in.codeAt:], shell)
 	}
 	if in.stdin && in.isShell && ex.stdin.literal {
-		// bash <<'EOF' … EOF, sh <<< 'cmd': the shell runs the text.
+		// bash <<'EOF' … EOF, sh <<< 'cmd', echo cmd | sh: the shell runs the text.
 		b.runScript(sc, runDir, ex.stdin.text, name)
+		if ex.stdin.alt != "" {
+			b.runScript(sc, runDir, ex.stdin.alt, name)
+		}
 	}
 	for _, s := range u.scripts {
 		if s.literal {

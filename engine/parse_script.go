@@ -192,6 +192,9 @@ func (b *inputBuilder) callExpr(sc *shellScope, s *syntax.Stmt, c *syntax.CallEx
 		for _, w := range words {
 			plain = plain && w.literal
 		}
+		if !feed.redirected && sc.pipeFeed != nil {
+			feed = *sc.pipeFeed
+		}
 		b.addCommand(sc, words, cmdExtra{raw: stmtSource(sc.src, s), assigns: assigns, redirs: redirs, stdin: feed})
 		b.commandEffects(sc, words, prefix)
 	}
@@ -279,7 +282,7 @@ func (b *inputBuilder) compound(sc *shellScope, s *syntax.Stmt, cmd syntax.Comma
 		dir := *sc.dir
 		body.dir = &dir
 		body.pipe, body.pipeLen, body.pipeReader = 0, 1, false
-		body.vars, body.function, body.inFunc, body.background = &shellVars{}, name, true, false
+		body.vars, body.function, body.inFunc, body.background, body.pipeFeed = &shellVars{}, name, true, false, nil
 		b.walkStmt(&body, c.Body)
 		if c.Body != nil {
 			sc.vars.defineFunction(b.scanAssigns(c.Body, nil))
@@ -459,21 +462,30 @@ func (sc *shellScope) branch() shellScope {
 
 // evalScope returns the scope of a string eval runs: the same shell.
 func (sc *shellScope) evalScope() shellScope {
-	return shellScope{origin: originEval, depth: sc.depth + 1, dir: sc.dir, pipeLen: 1, pipeReader: sc.pipeReader, scopeExt: sc.scopeExt}
+	c := shellScope{origin: originEval, depth: sc.depth + 1, dir: sc.dir, pipeLen: 1, pipeReader: sc.pipeReader, scopeExt: sc.scopeExt}
+	c.pipeFeed = nil
+	return c
 }
 
 // pipeline records the commands of `a | b | c`. Every element runs in its
-// own subshell; every element after the first reads the one before it.
-// The last element may run in the shell itself (zsh, ksh, bash's
-// lastpipe): what it assigns is merged as a branch.
+// own subshell; every element after the first reads the one before it,
+// whose output is known when it is literal text (echo, printf, cat of a
+// heredoc: see pipeOutput). The last element may run in the shell itself
+// (zsh, ksh, bash's lastpipe): what it assigns is merged as a branch.
 func (b *inputBuilder) pipeline(sc *shellScope, c *syntax.BinaryCmd) {
 	var elems []*syntax.Stmt
 	elems = flattenPipeline(c.X, elems)
 	elems = flattenPipeline(c.Y, elems)
+	var feed *stdinFeed
 	for i, e := range elems {
 		sub := sc.child()
 		sub.pipe, sub.pipeLen = i, len(elems)
 		sub.pipeReader = sc.pipeReader || i > 0
+		sub.pipeFeed = feed
+		if i == 0 {
+			sub.pipeFeed = sc.pipeFeed
+		}
+		feed = b.pipeOutput(&sub, e)
 		b.walkStmt(&sub, e)
 		if i == len(elems)-1 {
 			sc.vars.merge(sub.vars)
@@ -523,7 +535,10 @@ func (b *inputBuilder) walkSubst(sc *shellScope, node syntax.Node) {
 		b.script.HasSubstitution = true
 		sub := sc.child()
 		sub.origin = originSubstitution
-		sub.pipe, sub.pipeLen, sub.pipeReader = 0, 1, false
+		sub.pipe, sub.pipeLen, sub.pipeReader, sub.pipeFeed = 0, 1, false, nil
+		if ps, ok := n.(*syntax.ProcSubst); ok && ps.Op == syntax.CmdOut {
+			sub.pipeReader = true // >(cmd) reads what the command writes to it
+		}
 		b.walkStmts(&sub, stmts)
 		return false
 	})
@@ -593,11 +608,15 @@ func (b *inputBuilder) declClause(sc *shellScope, s *syntax.Stmt, c *syntax.Decl
 	b.walkSubst(sc, c)
 }
 
-// stdinFeed is what a statement's redirections feed to its stdin.
+// stdinFeed is what a statement's redirections, or the pipeline element
+// before it, feed to its stdin.
 type stdinFeed struct {
-	subst   bool   // another command's output: < <(…), <<< "$(…)", a heredoc with $(…)
-	literal bool   // text below is all of it
-	text    string // the heredoc or here-string text, when literal
+	subst      bool   // another command's output: < <(…), <<< "$(…)", a heredoc with $(…)
+	literal    bool   // text below is all of it
+	text       string // the heredoc or here-string text, when literal
+	alt        string // another text it may be, when the shell decides (echo -e under sh): both are judged
+	redirected bool   // a redirection of the statement gives it
+	piped      bool   // the output of the pipeline element before, known exactly
 }
 
 // redirects converts a statement's redirections, records them in the
@@ -637,14 +656,15 @@ func (b *inputBuilder) redirects(sc *shellScope, rs []*syntax.Redirect) ([]shell
 		if r.N == nil || r.N.Value == "0" {
 			switch r.Op {
 			case syntax.RdrIn, syntax.RdrInOut, syntax.DplIn:
-				feed = stdinFeed{subst: target.subst}
+				feed = stdinFeed{subst: target.subst, redirected: true}
 			case syntax.WordHdoc:
-				feed = stdinFeed{subst: target.subst, literal: target.literal, text: target.text + "\n"}
+				feed = stdinFeed{subst: target.subst, literal: target.literal, text: target.text + "\n", redirected: true}
 			case syntax.Hdoc, syntax.DashHdoc:
 				if r.Hdoc != nil {
 					sc.vars.expansionEffects(r.Hdoc)
 				}
 				feed = heredocFeed(sc.vars, r)
+				feed.redirected = true
 			}
 		}
 		out = append(out, rd)

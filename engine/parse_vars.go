@@ -8,14 +8,15 @@ import (
 )
 
 // scopeExt is what a shellScope knows of the shell beyond where the
-// command is: the variables with a known value, and the function whose
-// body it walks.
+// command is: the variables with a known value, the function whose body
+// it walks, and what the previous pipeline element writes to its stdin.
 type scopeExt struct {
 	vars       *shellVars // the shell's variables; nil: nothing is known (argv, find -exec)
 	shell      string     // the shell that runs the script ("sh", "bash"; "" for --shell, eval and trap strings)
 	function   string     // the function whose body this is; "" outside function bodies
 	inFunc     bool       // in a function body: local works
 	background bool       // runs asynchronously: cmd &, a coprocess
+	pipeFeed   *stdinFeed // what the previous pipeline element writes, when it is known exactly
 }
 
 // staticState holds what one Parse call spends on static expansion, and
