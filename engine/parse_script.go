@@ -189,6 +189,11 @@ func (b *inputBuilder) callExpr(sc *shellScope, s *syntax.Stmt, c *syntax.CallEx
 		b.addBare(sc, s, assigns, redirs)
 	} else {
 		words := b.expandWords(sc, c.Args)
+		if isAssignment(words[0].text) {
+			// The shell took its assignments already: a first word that
+			// looks like one ('X=1', $x, {X=1,ls}) is the program.
+			words[0].literal = false
+		}
 		for _, w := range words {
 			plain = plain && w.literal
 		}

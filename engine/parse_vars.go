@@ -108,11 +108,12 @@ func (b *inputBuilder) newShellVars(shell string) *shellVars {
 }
 
 // runsCodeAtStart reports whether the environment variable name makes a
-// shell run code before its script: BASH_ENV (a file bash sources) and
-// BASH_FUNC_NAME%% (a function bash imports, which may stand for any
-// command).
+// shell run code before its script, or behave otherwise than the parser
+// assumes: BASH_ENV (a file bash sources), BASH_FUNC_NAME%% (a function
+// bash imports, which may stand for any command), BASHOPTS and SHELLOPTS
+// (options bash imports: xpg_echo, nocaseglob, posix …).
 func runsCodeAtStart(name string) bool {
-	return name == "BASH_ENV" || strings.HasPrefix(name, "BASH_FUNC_")
+	return name == "BASH_ENV" || name == "BASHOPTS" || name == "SHELLOPTS" || strings.HasPrefix(name, "BASH_FUNC_")
 }
 
 // envRunsCode reports whether an environment (names, or NAME=value)
@@ -632,6 +633,10 @@ func (b *inputBuilder) commandEffects(sc *shellScope, words []shellWord, prefix 
 				v.disable()
 				return
 			case strings.HasPrefix(a.text, "-") || strings.HasPrefix(a.text, "+"):
+				if strings.ContainsRune(a.text, 'n') {
+					v.disable()
+					return
+				}
 				if strings.ContainsRune(a.text, 'i') {
 					v.forgetAll()
 				}
@@ -722,9 +727,11 @@ func (b *inputBuilder) isFunction(name string) bool {
 
 // declEffects applies a declaration (export, readonly, local, declare,
 // typeset, nameref) to the shell's variables; opts are the option
-// letters it was given. An option may give a name an attribute that
-// changes what later assignments store (-i, -l, -u, -n), so a name
-// declared with options is poisoned; local outside a function fails.
+// letters it was given. An option other than those of plainDeclOpts may
+// give a name an attribute that changes what later assignments store
+// (-i, -l, -u, -a), so the name is poisoned; a nameref (-n) makes an
+// assignment to one name change another, so nothing is known after it;
+// local outside a function fails.
 func (b *inputBuilder) declEffects(sc *shellScope, variant, opts string, a *syntax.Assign, val shellWord) {
 	v := sc.vars
 	if v == nil || v.off {
@@ -739,6 +746,11 @@ func (b *inputBuilder) declEffects(sc *shellScope, variant, opts string, a *synt
 	if strings.ContainsRune(opts, 'i') {
 		v.forgetAll() // values are evaluated as arithmetic
 	}
+	if strings.ContainsRune(opts, 'n') && variant != "export" || variant == "nameref" {
+		v.disable()
+		return
+	}
+	plain := strings.Trim(opts, plainDeclOpts) == ""
 	name, assigns, quoted := "", false, false
 	switch {
 	case a.Name != nil:
@@ -747,10 +759,10 @@ func (b *inputBuilder) declEffects(sc *shellScope, variant, opts string, a *synt
 		return
 	case !val.literal:
 		// declare "$x": any name, maybe with an attribute.
-		if opts != "" {
-			v.disable()
-		} else {
+		if plain {
 			v.forgetAll()
+		} else {
+			v.disable()
 		}
 		return
 	case strings.HasPrefix(val.text, "-") || strings.HasPrefix(val.text, "+"):
@@ -764,17 +776,21 @@ func (b *inputBuilder) declEffects(sc *shellScope, variant, opts string, a *synt
 		name, quoted = n, found
 	}
 	switch {
-	case opts != "" || variant == "nameref":
+	case !plain:
 		v.poison(name)
 	case quoted, variant == "local" && (!sc.inFunc || !assigns):
 		v.forget(name) // local fails outside functions; local x unsets x
 	case assigns:
 		v.assign(a, val)
 	}
-	if variant == "readonly" && opts == "" {
+	if plain && (variant == "readonly" || strings.ContainsRune(opts, 'r')) {
 		v.markReadonly(name)
 	}
 }
+
+// plainDeclOpts are the options of declare and its kin that change no
+// value: export (-x), readonly (-r), global (-g), print (-p).
+const plainDeclOpts = "xrgp"
 
 // assignScan is what a syntax tree may assign when it runs, as far as
 // its text tells: the scan of a loop, whose body may run any number of
@@ -858,9 +874,12 @@ func (b *inputBuilder) scanInto(s *assignScan, node syntax.Node, inFunc bool, lo
 				}
 			}
 		case *syntax.DeclClause:
+			if n.Variant.Value == "nameref" {
+				addAll()
+			}
 			for _, a := range n.Args {
-				if t, ok := litText(a.Value); ok && a.Naked && a.Name == nil && strings.HasPrefix(t, "-") && strings.ContainsRune(t, 'i') {
-					addAll() // declare -i evaluates values as arithmetic
+				if t, ok := litText(a.Value); ok && a.Naked && a.Name == nil && strings.HasPrefix(t, "-") && strings.ContainsAny(t, "in") {
+					addAll() // -i evaluates values as arithmetic, -n makes a name stand for another
 				}
 			}
 		case *syntax.WordIter:

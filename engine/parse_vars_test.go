@@ -219,6 +219,26 @@ u=ls; if c; then u=x; elif d; then :; else u=y; fi; echo $u`),
 			cmds: []cmdWant{bare, echo("$p")},
 		},
 		{
+			name: "an environment with bash options knows nothing",
+			req:  ParseRequest{Shell: "p=ls; echo $p", Env: []string{"BASHOPTS"}},
+			cmds: []cmdWant{bare, echo("$p")},
+		},
+		{
+			name: "a nameref makes any name stand for another",
+			req:  shellReq("p=ls; declare -n r=p; r=curl; echo $p; f(){ local -n s=$1; s=curl; }; q=ls; echo $q"),
+			cmds: []cmdWant{bare, {prog: "declare", dynamic: false}, bare, echo("$p"), {prog: "local", dynamic: true}, bare, bare, echo("$q")},
+		},
+		{
+			name: "declare -x and -r change no value",
+			req:  shellReq("declare -x d=/etc; declare -r e=/var; e=/tmp; cat $d/x $e/y"),
+			cmds: []cmdWant{{prog: "declare"}, {prog: "declare"}, bare, {prog: "cat", argv: []string{"cat", "/etc/x", "/var/y"}}},
+		},
+		{
+			name: "a first word that looks like an assignment is the program",
+			req:  shellReq("x=Y=2; $x ls; 'X=1' ls; {Z=3,ls}"),
+			cmds: []cmdWant{bare, {prog: "Y=2", dynamic: true}, {prog: "X=1", dynamic: true}, {prog: "Z=3", dynamic: true}},
+		},
+		{
 			name: "fish and csh scripts have no table",
 			req:  shellReq("fish -c 'p=ls; echo $p'"),
 			cmds: []cmdWant{{prog: "fish"}, bare, {prog: "echo", dynamic: true}},
