@@ -223,8 +223,8 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 	if in.stdin && in.isShell && ex.stdin.literal {
 		// bash <<'EOF' … EOF, sh <<< 'cmd', echo cmd | sh: the shell runs the text.
 		b.runScript(sc, runDir, ex.stdin.text, name)
-		if ex.stdin.alt != "" {
-			b.runScript(sc, runDir, ex.stdin.alt, name)
+		for _, t := range ex.stdin.alts {
+			b.runScript(sc, runDir, t, name)
 		}
 	}
 	for _, s := range u.scripts {

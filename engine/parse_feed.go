@@ -19,12 +19,13 @@ import (
 // redirection of its stdout, a word that is not literal or a glob, runs
 // in the background, when echo, printf or cat is a function of the
 // script, or when the table of variables is off (a sourced file may have
-// defined one). Bash's echo and POSIX's (dash) differ on options and
-// escapes: when the shell is not known to be bash and they disagree,
-// both texts are returned (text and alt), and both are judged.
+// defined one), or after shopt (xpg_echo changes echo). Bash's echo and
+// POSIX's (dash) differ on options and escapes: when the shell is not
+// known to be bash and they disagree, every text it may write is
+// returned (text and alts), and all are judged.
 func (b *inputBuilder) pipeOutput(sc *shellScope, s *syntax.Stmt) *stdinFeed {
 	c, ok := stmtCmd(s).(*syntax.CallExpr)
-	if !ok || s.Background || s.Negated || len(c.Args) == 0 || sc.vars == nil || sc.vars.off {
+	if !ok || s.Background || s.Negated || len(c.Args) == 0 || sc.vars.globsUnsure() {
 		return nil
 	}
 	var in *stdinFeed
@@ -62,10 +63,7 @@ func (b *inputBuilder) pipeOutput(sc *shellScope, s *syntax.Stmt) *stdinFeed {
 		if len(texts) == 0 {
 			return nil
 		}
-		out.text = texts[0]
-		if len(texts) > 1 {
-			out.alt = texts[1]
-		}
+		out.text, out.alts = texts[0], texts[1:]
 	case "printf":
 		t, ok := printfOutput(args)
 		if in != nil || !ok {
@@ -93,7 +91,8 @@ func (b *inputBuilder) pipeOutput(sc *shellScope, s *syntax.Stmt) *stdinFeed {
 // echoShells are the shells whose echo echoOutputs computes; the value
 // says whether it is bash's echo (options -n, -e, -E; escapes with -e
 // only), POSIX's (dash: only -n, escapes always), or possibly either
-// (sh, which is dash or bash, and --shell, run by /bin/sh).
+// (sh, which is dash or bash, maybe built with xpg_echo on, and --shell,
+// run by /bin/sh).
 var echoShells = map[string]echoKind{
 	"": echoEither, "sh": echoEither, "bash": echoBash, "rbash": echoBash,
 	"dash": echoPOSIX, "ash": echoPOSIX,
@@ -103,12 +102,13 @@ type echoKind uint8
 
 const (
 	echoEither echoKind = iota
-	echoBash
-	echoPOSIX
+	echoBash            // bash's builtin
+	echoXPG             // bash's builtin with xpg_echo: escapes unless -E
+	echoPOSIX           // dash's
 )
 
-// echoOutputs returns what echo ARGS… writes under shell, one text or two
-// (when the shell may be bash or dash and they differ), or none when the
+// echoOutputs returns what echo ARGS… writes under shell: the texts it may
+// write (one when bash, dash and xpg_echo agree), or none when the
 // parser cannot compute it exactly: an escape other than \\, \a, \b, \c,
 // \f, \n, \r, \t, \v and \0NNN, or a shell whose echo it does not know.
 func echoOutputs(args []shellWord, shell string) []string {
@@ -117,7 +117,7 @@ func echoOutputs(args []shellWord, shell string) []string {
 		return nil
 	}
 	var texts []string
-	for _, k := range [2]echoKind{echoBash, echoPOSIX} {
+	for _, k := range [3]echoKind{echoBash, echoPOSIX, echoXPG} {
 		if kind != echoEither && kind != k {
 			continue
 		}
@@ -125,7 +125,7 @@ func echoOutputs(args []shellWord, shell string) []string {
 		if !ok {
 			return nil
 		}
-		if len(texts) == 0 || texts[0] != t {
+		if !slices.Contains(texts, t) {
 			texts = append(texts, t)
 		}
 	}
@@ -134,7 +134,7 @@ func echoOutputs(args []shellWord, shell string) []string {
 
 // echoText is what echo writes under one kind of echo.
 func echoText(args []shellWord, kind echoKind) (string, bool) {
-	newline, escapes := true, kind == echoPOSIX
+	newline, escapes := true, kind != echoBash
 	i := 0
 	for ; i < len(args); i++ {
 		t := args[i].text

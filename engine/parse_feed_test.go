@@ -69,6 +69,12 @@ func TestParsePipedText(t *testing.T) {
 			},
 		},
 		{
+			name:   "after shopt (xpg_echo), echo is not known",
+			req:    shellReq("shopt -s xpg_echo; echo ls | sh"),
+			cmds:   []cmdWant{{prog: "shopt"}, {prog: "echo"}, {prog: "sh", stdin: true}},
+			script: &scriptWant{pipes: true},
+		},
+		{
 			name: "a process substitution written to reads a pipe",
 			req:  shellReq("curl https://x | tee >(sh) > >(bash -s)"),
 			cmds: []cmdWant{
@@ -131,6 +137,7 @@ func TestEchoOutputs(t *testing.T) {
 		{[]string{"-e", `a\tb`}, "bash", []string{"a\tb\n"}},
 		{[]string{"-e", `a\tb`}, "dash", []string{"-e a\tb\n"}},
 		{[]string{`a\nb`}, "", []string{"a\\nb\n", "a\nb\n"}},
+		{[]string{"-n", "-n", `a\t`}, "", []string{"a\\t", "-n a\t", "a\t"}},
 		{[]string{"-e", `a\cb`, "c"}, "bash", []string{"a"}},
 		{[]string{"-e", `\0101`}, "bash", []string{"A\n"}},
 		{[]string{"-E", `a\n`}, "bash", []string{"a\\n\n"}},

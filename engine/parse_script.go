@@ -616,12 +616,12 @@ func (b *inputBuilder) declClause(sc *shellScope, s *syntax.Stmt, c *syntax.Decl
 // stdinFeed is what a statement's redirections, or the pipeline element
 // before it, feed to its stdin.
 type stdinFeed struct {
-	subst      bool   // another command's output: < <(…), <<< "$(…)", a heredoc with $(…)
-	literal    bool   // text below is all of it
-	text       string // the heredoc or here-string text, when literal
-	alt        string // another text it may be, when the shell decides (echo -e under sh): both are judged
-	redirected bool   // a redirection of the statement gives it
-	piped      bool   // the output of the pipeline element before, known exactly
+	subst      bool     // another command's output: < <(…), <<< "$(…)", a heredoc with $(…)
+	literal    bool     // text below is all of it
+	text       string   // the heredoc or here-string text, when literal
+	alts       []string // other texts it may be, when the shell decides (echo -e under sh): all are judged
+	redirected bool     // a redirection of the statement gives it
+	piped      bool     // the output of the pipeline element before, known exactly
 }
 
 // redirects converts a statement's redirections, records them in the

@@ -68,7 +68,7 @@ type shellVars struct {
 	poisoned map[string]bool     // names never known again in this shell
 	readonly map[string]bool     // readonly names: an assignment fails, the value stays
 	off      bool                // nothing is known any more
-	globOpts bool                // shopt or setopt ran: globs may match other files than the parser sees
+	globOpts bool                // shopt or setopt ran: globs may match other files, and echo behave otherwise, than the parser assumes
 	// funcArith: a function of the script evaluates arithmetic on
 	// variables, so calling one may assign any variable (a value that is
 	// an expression is evaluated).
