@@ -114,6 +114,7 @@ func Parse(ctx context.Context, req ParseRequest) (*wire.Input, error) {
 	if req.PathEnv == "" {
 		b.pathEnv = os.Getenv("PATH")
 	}
+	b.static.childShellsUnknown = envRunsCode(req.Env)
 	cwd := cleanCwd(req.Cwd)
 	dir := dirState{kind: dirVault, path: cwd}
 	if req.Shell != "" {

@@ -25,7 +25,8 @@ type inputBuilder struct {
 	script   *wire.Script // nil until a shell script is parsed
 	err      error        // ctx's error, when it ended while parsing
 
-	workspace Workspace // ParseRequest.Workspace, nil for none
+	workspace Workspace   // ParseRequest.Workspace, nil for none
+	static    staticState // what static expansion spent (parse_vars.go)
 }
 
 // shellWord is one command word. Literal words hold their value with quotes and
@@ -36,6 +37,8 @@ type shellWord struct {
 	literal   bool
 	subst     bool // contains a command or process substitution
 	procSubst bool // is exactly one process substitution, <(…) or >(…)
+	glob      bool // a pattern the shell expands to file names (unquoted *, ?, […]), or one of them
+	pattern   bool // glob, and text spells the pattern exactly: it can be matched (parse_expand.go)
 }
 
 // envAssignment is a NAME=value given before a command.
@@ -53,6 +56,7 @@ type shellScope struct {
 	pipe       int       // index within the enclosing pipeline
 	pipeLen    int       // length of the enclosing pipeline (1: none)
 	pipeReader bool      // stdin is the output of another command
+	scopeExt             // variables, function, background, piped text (parse_vars.go)
 }
 
 // cmdExtra is what a script knows about a command beyond its words.
@@ -79,6 +83,7 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 	cmd := newCommand(sc.origin)
 	cmd.Raw = ex.raw
 	cmd.Pipeline, cmd.PipelineLen = sc.pipe, sc.pipeLen
+	cmd.Function, cmd.Background = sc.function, sc.background
 	idx := len(b.commands)
 
 	var u unwrapped
@@ -93,6 +98,11 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 		if !w.literal {
 			cmd.Dynamic = true
 		}
+	}
+	if u.words[0].glob {
+		// A pattern as the program (/usr/bin/wge?, "$f" of a glob loop):
+		// what runs is only known at run time.
+		u.words[0].literal, cmd.Dynamic = false, true
 	}
 	if u.tooDeep {
 		// What runs under so many wrappers is not known: the input must
@@ -209,8 +219,9 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 		b.runNested(sc, runDir, n, ex.raw)
 	}
 
-	// Programs fed another command's output as their program.
-	if in.stdin && (sc.pipeReader || ex.stdin.subst) {
+	// Programs fed another command's output as their program (not the
+	// literal text of echo or printf before them, parsed below).
+	if in.stdin && (sc.pipeReader && !ex.stdin.piped || ex.stdin.subst) || xargsRunsInput(&cmd, in, args) {
 		b.pipesToShell()
 	}
 	if in.code >= 0 && args[in.code].subst || in.file >= 0 && args[in.file].subst {
@@ -226,8 +237,11 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 		b.runScript(sc, runDir, args[in.code].text[in.codeAt:], shell)
 	}
 	if in.stdin && in.isShell && ex.stdin.literal {
-		// bash <<'EOF' … EOF, sh <<< 'cmd': the shell runs the text.
+		// bash <<'EOF' … EOF, sh <<< 'cmd', echo cmd | sh: the shell runs the text.
 		b.runScript(sc, runDir, ex.stdin.text, name)
+		for _, t := range ex.stdin.alts {
+			b.runScript(sc, runDir, t, name)
+		}
 	}
 	for _, s := range u.scripts {
 		if s.literal {
@@ -539,8 +553,7 @@ func (b *inputBuilder) evalArgs(sc *shellScope, args []shellWord) {
 		}
 		parts[i] = a.text
 	}
-	b.parseScript(shellScope{origin: originEval, depth: sc.depth + 1, dir: sc.dir, pipeLen: 1, pipeReader: sc.pipeReader},
-		strings.Join(parts, " "), "")
+	b.parseScript(sc.evalScope(), strings.Join(parts, " "), "")
 }
 
 // trapAction parses the action of `trap ACTION SIGNAL…`, which the shell

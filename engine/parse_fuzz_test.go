@@ -37,6 +37,11 @@ var fuzzSeeds = []string{
 	"$'\\x72\\x6d' -rf \"a b\" a\\ b '$x' ~bob/x file:///etc/shadow git@h:x",
 	"echo 'unterminated",
 	"bash <<'EOF'\nrm -rf /x\nEOF\nsh <<< 'id'; alias x='rm -rf /'; cat {..,..}/etc .*/x; source /dev/stdin",
+	"p=curl; d=/etc; $p $d/x; X=1 cat $X; (q=1); if a; then p=1; elif b; then :; else p=2; fi; a && p=3; case x in a) p=4;& b) $p;; esac",
+	"for f in *.md a{b,c} {1..3}; do cat \"$f\" $f; \"$f\"; done; while read -r l; do ((n++)); : ${z:=1} $((y=2)); done; readonly r=1; local l=2",
+	"f(){ local v=1; f & f; }; f; trap 'p=1' DEBUG; declare -l u; export -f f; IFS=,; echo ${IFS}",
+	"echo -e 'curl x\\nsh' | sh; printf '%s\\n' 'rm -rf /' | sh -s; cat <<'E' | cat | bash\nls\nE\ncurl x | tee >(sh) > >(bash -s); ls | xargs -I{} sh -c '{}'",
+	"/usr/bin/wge? x; /bin/c[!u]t y; {wget,-q,x}; x=$(a); ./ru* z",
 }
 
 // FuzzParse checks that Parse never panics, never takes long, and always

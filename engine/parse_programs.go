@@ -37,6 +37,18 @@ var (
 	phpInterp    = &interpreterSpec{codeShort: "rBRE", valueShort: "dcz", runShort: "fF"}
 	luaInterp    = &interpreterSpec{codeShort: "e", valueShort: "l"}
 	sourceInterp = &interpreterSpec{noStdin: true}
+	// tclsh and wish read a script file, or their program from stdin.
+	tclInterp    = &interpreterSpec{}
+	expectInterp = &interpreterSpec{codeShort: "c", runShort: "fb"}
+	// Rscript needs a file or -e; "Rscript -" reads stdin. R reads stdin.
+	rscriptInterp = &interpreterSpec{codeShort: "e", noStdin: true}
+	rInterp       = &interpreterSpec{codeShort: "e", runShort: "f"}
+	irbInterp     = &interpreterSpec{valueShort: "Ir"}
+	juliaInterp   = &interpreterSpec{codeShort: "eE", valueShort: "LpJCt"}
+	// PowerShell's options are single-dash words (-Command, -File): only
+	// -c is read; "-" or no script reads stdin.
+	pwshInterp = &interpreterSpec{codeShort: "c"}
+	osaInterp  = &interpreterSpec{codeShort: "e", valueShort: "ls"}
 )
 
 // interpreterSpecs lists shells and interpreters by basename, with any version
@@ -50,6 +62,9 @@ var interpreterSpecs = map[string]*interpreterSpec{
 	"python": pythonInterp, "pypy": pythonInterp,
 	"perl": perlInterp, "ruby": rubyInterp, "node": nodeInterp, "nodejs": nodeInterp,
 	"php": phpInterp, "lua": luaInterp, "luajit": luaInterp,
+	"tclsh": tclInterp, "wish": tclInterp, "jimsh": tclInterp, "expect": expectInterp,
+	"Rscript": rscriptInterp, "R": rInterp, "irb": irbInterp, "julia": juliaInterp,
+	"pwsh": pwshInterp, "powershell": pwshInterp, "osascript": osaInterp,
 	"source": sourceInterp, ".": sourceInterp,
 }
 
@@ -62,6 +77,10 @@ type interpResult struct {
 	codes   []int // indexes of every program-text word, for path detection to skip
 	file    int   // index in args of the script file operand, or -1
 	stdin   bool  // the program is read from stdin
+	// codeMissing: an option whose value is the program (-c, -e, --eval)
+	// ends the words, so the program is whatever comes after them
+	// (xargs sh -c appends its input).
+	codeMissing bool
 }
 
 // isCode reports whether args[i] holds program text.
@@ -127,6 +146,8 @@ scan:
 				} else if i+1 < len(args) {
 					i++
 					addCode(i, 0)
+				} else {
+					res.codeMissing = true
 				}
 			case slices.Contains(sp.valueLong, opt) && !hasValue:
 				i++
@@ -145,6 +166,8 @@ scan:
 					} else if i+1 < len(args) {
 						i++
 						addCode(i, 0)
+					} else {
+						res.codeMissing = true
 					}
 				case strings.IndexByte(sp.stdinShort, c) >= 0:
 					stdinFlag = true
@@ -175,8 +198,10 @@ scan:
 	case modeC:
 		if i < len(args) {
 			addCode(i, 0)
+		} else {
+			res.codeMissing = true
 		}
-	case len(res.codes) > 0 || runs:
+	case len(res.codes) > 0 || runs || res.codeMissing:
 	case stdinFlag:
 		res.stdin = true
 	case i < len(args):

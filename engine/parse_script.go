@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +47,16 @@ func (b *inputBuilder) parseScript(sc shellScope, src, shell string) {
 		return
 	}
 	sc.src = src
+	if sc.vars == nil {
+		if sc.origin == originEval {
+			sc.vars = &shellVars{} // a trap action or an alias value, run later: nothing is known
+		} else {
+			sc.vars = b.newShellVars(shell)
+		}
+	}
+	if shell != "" || sc.origin != originEval {
+		sc.shell = shell // eval runs in the shell of its caller
+	}
 	b.walkStmts(&sc, f.Stmts)
 }
 
@@ -102,6 +113,12 @@ func (b *inputBuilder) walkStmt(sc *shellScope, s *syntax.Stmt) {
 	if s == nil {
 		return
 	}
+	if s.Background || s.Coprocess || s.Disown {
+		bg := *sc
+		bg.vars = sc.vars.fork() // it runs in a subshell: its assignments stay there
+		bg.background = true
+		sc = &bg
+	}
 	start := len(b.commands)
 	before := *sc.dir // redirections are opened before the command runs
 	redirs, feed := b.redirects(sc, s.Redirs)
@@ -143,26 +160,48 @@ func (b *inputBuilder) walkStmt(sc *shellScope, s *syntax.Stmt) {
 }
 
 // callExpr records a simple command: its words after expansion markers are
-// resolved, then the substitutions inside its words.
+// resolved, then the substitutions inside its words. Assignments without
+// a command (X=v) set the shell's variables one after the other; those
+// before a command (X=v cmd) only its environment, and the command's
+// words expand with the shell's values.
 func (b *inputBuilder) callExpr(sc *shellScope, s *syntax.Stmt, c *syntax.CallExpr, redirs []shellRedirect, feed stdinFeed) {
-	plain := true // no word can hold a substitution
+	sc.vars.expansionEffects(c) // ${X:=v}, $((X=1)) assign while the words expand
+	plain := true               // no word can hold a substitution
 	assigns := make([]envAssignment, 0, len(c.Assigns))
+	env := sc
+	if len(c.Args) > 0 {
+		e := *sc
+		e.vars = sc.vars.fork() // the command's environment, assigned left to right
+		env = &e
+	}
+	prefix := make([]string, 0, len(c.Assigns))
 	for _, a := range c.Assigns {
 		if a != nil && a.Name != nil {
-			v := b.assignValue(sc.src, a)
+			v := b.assignValue(env, a)
+			env.vars.assign(a, v)
+			b.noteAssign(a.Name.Value)
 			plain = plain && v.literal && a.Index == nil
 			assigns = append(assigns, envAssignment{name: a.Name.Value, value: v})
+			prefix = append(prefix, a.Name.Value)
 		}
 	}
 	if len(c.Args) == 0 {
 		b.addBare(sc, s, assigns, redirs)
 	} else {
-		words := make([]shellWord, len(c.Args))
-		for i, w := range c.Args {
-			words[i] = b.convertWord(sc.src, w)
-			plain = plain && words[i].literal
+		words := b.expandWords(sc, c.Args)
+		if isAssignment(words[0].text) {
+			// The shell took its assignments already: a first word that
+			// looks like one ('X=1', $x, {X=1,ls}) is the program.
+			words[0].literal = false
+		}
+		for _, w := range words {
+			plain = plain && w.literal
+		}
+		if !feed.redirected && sc.pipeFeed != nil {
+			feed = *sc.pipeFeed
 		}
 		b.addCommand(sc, words, cmdExtra{raw: stmtSource(sc.src, s), assigns: assigns, redirs: redirs, stdin: feed})
+		b.commandEffects(sc, words, prefix)
 	}
 	if !plain || len(assigns) != len(c.Assigns) {
 		b.walkSubst(sc, c)
@@ -179,6 +218,7 @@ func (b *inputBuilder) addBare(sc *shellScope, s *syntax.Stmt, assigns []envAssi
 	cmd := newCommand(sc.origin)
 	cmd.Raw = stmtSource(sc.src, s)
 	cmd.Pipeline, cmd.PipelineLen = sc.pipe, sc.pipeLen
+	cmd.Function, cmd.Background = sc.function, sc.background
 	idx := len(b.commands)
 	for _, a := range assigns {
 		cmd.Assignments[a.name] = a.value.text
@@ -198,7 +238,10 @@ func (b *inputBuilder) addBare(sc *shellScope, s *syntax.Stmt, assigns []envAssi
 	b.commands = append(b.commands, cmd)
 }
 
-// compound records the commands inside a compound command.
+// compound records the commands inside a compound command. The shell's
+// variables follow the control flow: what a branch assigns is known
+// after it only when every path agrees, a loop's assignments are unknown
+// in it and after it, a subshell's stay in it.
 func (b *inputBuilder) compound(sc *shellScope, s *syntax.Stmt, cmd syntax.Command) {
 	switch c := cmd.(type) {
 	case *syntax.Block:
@@ -211,41 +254,44 @@ func (b *inputBuilder) compound(sc *shellScope, s *syntax.Stmt, cmd syntax.Comma
 			b.pipeline(sc, c)
 		} else {
 			b.walkStmt(sc, c.X)
-			b.walkStmt(sc, c.Y)
+			y := sc.branch() // runs only when X succeeds (&&) or fails (||)
+			b.walkStmt(&y, c.Y)
+			sc.vars.merge(y.vars)
 		}
 	case *syntax.IfClause:
-		for ; c != nil; c = c.Else {
-			b.walkStmts(sc, c.Cond)
-			b.walkStmts(sc, c.Then)
-		}
+		b.ifClause(sc, c)
 	case *syntax.WhileClause:
+		scan := b.scanAssigns(c, nil)
+		sc.vars.enterLoop(scan)
 		b.walkStmts(sc, c.Cond)
 		b.walkStmts(sc, c.Do)
+		sc.vars.forgetScan(scan)
 	case *syntax.ForClause:
-		if c.Loop != nil {
-			b.walkSubst(sc, c.Loop)
-		}
-		b.walkStmts(sc, c.Do)
+		b.forClause(sc, c)
 	case *syntax.CaseClause:
-		if c.Word != nil {
-			b.walkSubst(sc, c.Word)
-		}
-		for _, item := range c.Items {
-			for _, p := range item.Patterns {
-				b.walkSubst(sc, p)
-			}
-			b.walkStmts(sc, item.Stmts)
-		}
+		b.caseClause(sc, c)
 	case *syntax.FuncDecl:
+		name := ""
 		if c.Name != nil {
-			b.function(c.Name.Value)
+			name = c.Name.Value
+			b.function(name)
 		}
 		for _, n := range c.Names {
 			b.function(n.Value)
+			name = cmp.Or(name, n.Value)
 		}
-		body := sc.child()
+		// The body runs when the function is called, at any later time:
+		// nothing is known of the variables then, and what it assigns is
+		// never known after the definition.
+		body := *sc
+		dir := *sc.dir
+		body.dir = &dir
 		body.pipe, body.pipeLen, body.pipeReader = 0, 1, false
+		body.vars, body.function, body.inFunc, body.background, body.pipeFeed = &shellVars{}, name, true, false, nil
 		b.walkStmt(&body, c.Body)
+		if c.Body != nil {
+			sc.vars.defineFunction(b.scanAssigns(c.Body, nil))
+		}
 	case *syntax.TestDecl:
 		if c.Description != nil {
 			b.walkSubst(sc, c.Description)
@@ -267,12 +313,129 @@ func (b *inputBuilder) compound(sc *shellScope, s *syntax.Stmt, cmd syntax.Comma
 			cmd.Wrappers = append([]wire.Wrapper{w}, cmd.Wrappers...)
 		}
 	case *syntax.CoprocClause:
+		if t, ok := litText(c.Name); ok {
+			sc.vars.forget(t)
+			sc.vars.forget(t + "_PID")
+		}
 		sub := sc.child()
+		sub.background = true
 		b.walkStmt(&sub, c.Stmt)
 	default:
 		// (( … )), [[ … ]], let: no command, but $(…) inside them runs.
+		sc.vars.expansionEffects(c)
 		b.walkSubst(sc, c)
 	}
+}
+
+// ifClause records an if clause (c.Else is an elif or an else): the first
+// condition always runs, each branch maybe.
+func (b *inputBuilder) ifClause(sc *shellScope, c *syntax.IfClause) {
+	b.walkStmts(sc, c.Cond)
+	then := sc.branch()
+	b.walkStmts(&then, c.Then)
+	if c.Else != nil {
+		els := sc.branch()
+		b.ifClause(&els, c.Else)
+		sc.vars.merge(els.vars)
+	}
+	sc.vars.merge(then.vars)
+}
+
+// caseClause records a case clause: each item is a branch; one that
+// falls through (;& or ;;&) may run after the item before it.
+func (b *inputBuilder) caseClause(sc *shellScope, c *syntax.CaseClause) {
+	if c.Word != nil {
+		sc.vars.expansionEffects(c.Word)
+		b.walkSubst(sc, c.Word)
+	}
+	for _, item := range c.Items {
+		for _, p := range item.Patterns {
+			sc.vars.expansionEffects(p)
+		}
+	}
+	ends := make([]*shellVars, 0, len(c.Items))
+	var prev *shellVars
+	for _, item := range c.Items {
+		br := sc.branch()
+		if prev != nil {
+			br.vars.merge(prev)
+		}
+		for _, p := range item.Patterns {
+			b.walkSubst(&br, p)
+		}
+		b.walkStmts(&br, item.Stmts)
+		ends = append(ends, br.vars)
+		prev = nil
+		if item.Op == syntax.Fallthrough || item.Op == syntax.Resume {
+			prev = br.vars
+		}
+	}
+	for _, e := range ends {
+		sc.vars.merge(e)
+	}
+}
+
+// forClause records a for or select loop. Its words expand once, before
+// it runs. A for loop over static words (at most maxLoopWords, and while
+// maxUnrollNodes allow) walks its body once per word with the variable
+// bound to it; a word that is a glob (*.md) binds it to the pattern,
+// marked glob: its value is one of the file names the pattern matches,
+// which the parser does not read (a relative glob names files of the
+// working directory, so ".." is reached only through the pattern, which
+// paths.go sees). Otherwise the variable is unknown and the body walked
+// once.
+func (b *inputBuilder) forClause(sc *shellScope, c *syntax.ForClause) {
+	if c.Loop != nil {
+		sc.vars.expansionEffects(c.Loop)
+		b.walkSubst(sc, c.Loop)
+	}
+	var bind *loopBinding
+	if iter, ok := c.Loop.(*syntax.WordIter); ok && !c.Select && iter.InPos.IsValid() {
+		if items, ok := b.loopItems(sc, iter); ok {
+			bind = &loopBinding{name: iter.Name.Value, values: items}
+		}
+	}
+	scan := b.scanAssigns(c, bind)
+	sc.vars.enterLoop(scan)
+	if bind != nil && b.unroll(len(bind.values), scan.nodes) {
+		for _, it := range bind.values {
+			sc.vars.forgetScan(scan)
+			sc.vars.set(bind.name, varValue{text: it.text, glob: it.glob})
+			b.walkStmts(sc, c.Do)
+		}
+	} else {
+		b.walkStmts(sc, c.Do)
+	}
+	sc.vars.forgetScan(scan)
+}
+
+// unroll reports whether a loop body of nodes syntax nodes may be walked
+// n times, within maxUnrollNodes, and charges it.
+func (b *inputBuilder) unroll(n, nodes int) bool {
+	cost := max(n-1, 0) * nodes
+	if b.static.unrolled+cost > maxUnrollNodes {
+		return false
+	}
+	b.static.unrolled += cost
+	return true
+}
+
+// loopItems returns the words a for loop iterates over when they are
+// static: literal and at most maxLoopWords.
+func (b *inputBuilder) loopItems(sc *shellScope, iter *syntax.WordIter) ([]shellWord, bool) {
+	if sc.vars == nil || sc.vars.off || len(iter.Items) == 0 || len(iter.Items) > maxLoopWords {
+		return nil, false
+	}
+	items := b.expandWords(sc, iter.Items)
+	if len(items) > maxLoopWords {
+		return nil, false
+	}
+	for _, it := range items {
+		if !it.literal {
+			return nil, false
+		}
+	}
+	return items, true
 }
 
 // stmtCmd returns s.Cmd, or nil for a nil statement.
@@ -283,25 +446,55 @@ func stmtCmd(s *syntax.Stmt) syntax.Command {
 	return s.Cmd
 }
 
-// child returns the scope of a subshell: same origin, own directory.
+// child returns the scope of a subshell: same origin, own directory, own
+// copy of the variables.
 func (sc *shellScope) child() shellScope {
 	c := *sc
 	d := *sc.dir
 	c.dir = &d
+	c.vars = sc.vars.fork()
+	return c
+}
+
+// branch returns the scope of code that may or may not run (an if
+// branch, the right side of && and ||): the same shell, with a copy of
+// the variables to merge back.
+func (sc *shellScope) branch() shellScope {
+	c := *sc
+	c.vars = sc.vars.fork()
+	return c
+}
+
+// evalScope returns the scope of a string eval runs: the same shell.
+func (sc *shellScope) evalScope() shellScope {
+	c := shellScope{origin: originEval, depth: sc.depth + 1, dir: sc.dir, pipeLen: 1, pipeReader: sc.pipeReader, scopeExt: sc.scopeExt}
+	c.pipeFeed = nil
 	return c
 }
 
 // pipeline records the commands of `a | b | c`. Every element runs in its
-// own subshell; every element after the first reads the one before it.
+// own subshell; every element after the first reads the one before it,
+// whose output is known when it is literal text (echo, printf, cat of a
+// heredoc: see pipeOutput). The last element may run in the shell itself
+// (zsh, ksh, bash's lastpipe): what it assigns is merged as a branch.
 func (b *inputBuilder) pipeline(sc *shellScope, c *syntax.BinaryCmd) {
 	var elems []*syntax.Stmt
 	elems = flattenPipeline(c.X, elems)
 	elems = flattenPipeline(c.Y, elems)
+	var feed *stdinFeed
 	for i, e := range elems {
 		sub := sc.child()
 		sub.pipe, sub.pipeLen = i, len(elems)
 		sub.pipeReader = sc.pipeReader || i > 0
+		sub.pipeFeed = feed
+		if i == 0 {
+			sub.pipeFeed = sc.pipeFeed
+		}
+		feed = b.pipeOutput(&sub, e)
 		b.walkStmt(&sub, e)
+		if i == len(elems)-1 {
+			sc.vars.merge(sub.vars)
+		}
 	}
 }
 
@@ -347,7 +540,10 @@ func (b *inputBuilder) walkSubst(sc *shellScope, node syntax.Node) {
 		b.script.HasSubstitution = true
 		sub := sc.child()
 		sub.origin = originSubstitution
-		sub.pipe, sub.pipeLen, sub.pipeReader = 0, 1, false
+		sub.pipe, sub.pipeLen, sub.pipeReader, sub.pipeFeed = 0, 1, false, nil
+		if ps, ok := n.(*syntax.ProcSubst); ok && ps.Op == syntax.CmdOut {
+			sub.pipeReader = true // >(cmd) reads what the command writes to it
+		}
 		b.walkStmts(&sub, stmts)
 		return false
 	})
@@ -367,9 +563,22 @@ func plainWord(w *syntax.Word) bool {
 
 // declClause records export, declare, local, readonly, typeset and nameref
 // as commands: their assignments are visible like a program's arguments.
+//
+// The declarations change the shell's variables as they go (local a=1
+// b=$a gives b the value 1): see declEffects.
 func (b *inputBuilder) declClause(sc *shellScope, s *syntax.Stmt, c *syntax.DeclClause) {
+	sc.vars.expansionEffects(c)
 	words := make([]shellWord, 0, 1+len(c.Args))
 	words = append(words, shellWord{text: c.Variant.Value, literal: true})
+	opts := ""
+	for _, a := range c.Args {
+		if a == nil || !a.Naked || a.Name != nil {
+			continue
+		}
+		if t, ok := litText(a.Value); ok && (strings.HasPrefix(t, "-") || strings.HasPrefix(t, "+")) {
+			opts += t[1:]
+		}
+	}
 	var assigns []envAssignment
 	for _, a := range c.Args {
 		if a == nil {
@@ -377,17 +586,21 @@ func (b *inputBuilder) declClause(sc *shellScope, s *syntax.Stmt, c *syntax.Decl
 		}
 		switch {
 		case a.Naked && a.Name == nil && a.Value != nil:
-			words = append(words, b.convertWord(sc.src, a.Value))
+			w := b.convertWord(sc, a.Value, ctxWord)
+			words = append(words, w)
+			b.declEffects(sc, c.Variant.Value, opts, a, w)
 		case a.Name != nil && !a.Naked && a.Index == nil && a.Array == nil:
-			v := b.assignValue(sc.src, a)
+			v := b.assignValue(sc, a)
 			op := "="
 			if a.Append {
 				op = "+="
 			}
 			words = append(words, shellWord{text: a.Name.Value + op + v.text, literal: v.literal, subst: v.subst})
 			assigns = append(assigns, envAssignment{name: a.Name.Value, value: v})
+			b.declEffects(sc, c.Variant.Value, opts, a, v)
 		case a.Name != nil || a.Value != nil:
 			words = append(words, shellWord{text: nodeSource(sc.src, a), literal: false, subst: hasSubst(a)})
+			b.declEffects(sc, c.Variant.Value, opts, a, shellWord{})
 		}
 	}
 	// walkStmt attaches the statement's redirections, as for any compound.
@@ -400,11 +613,15 @@ func (b *inputBuilder) declClause(sc *shellScope, s *syntax.Stmt, c *syntax.Decl
 	b.walkSubst(sc, c)
 }
 
-// stdinFeed is what a statement's redirections feed to its stdin.
+// stdinFeed is what a statement's redirections, or the pipeline element
+// before it, feed to its stdin.
 type stdinFeed struct {
-	subst   bool   // another command's output: < <(…), <<< "$(…)", a heredoc with $(…)
-	literal bool   // text below is all of it
-	text    string // the heredoc or here-string text, when literal
+	subst      bool     // another command's output: < <(…), <<< "$(…)", a heredoc with $(…)
+	literal    bool     // text below is all of it
+	text       string   // the heredoc or here-string text, when literal
+	alts       []string // other texts it may be, when the shell decides (echo -e under sh): all are judged
+	redirected bool     // a redirection of the statement gives it
+	piped      bool     // the output of the pipeline element before, known exactly
 }
 
 // redirects converts a statement's redirections, records them in the
@@ -423,8 +640,16 @@ func (b *inputBuilder) redirects(sc *shellScope, rs []*syntax.Redirect) ([]shell
 		op := r.Op.String()
 		if r.N != nil {
 			op = r.N.Value + op
+			if strings.HasPrefix(r.N.Value, "{") {
+				sc.vars.forget(strings.Trim(r.N.Value, "{}")) // {fd}> assigns the descriptor
+			}
 		}
-		target := b.convertWord(sc.src, r.Word)
+		sc.vars.expansionEffects(r.Word)
+		ctx := ctxWord
+		if r.Op == syntax.WordHdoc {
+			ctx = ctxString // a here-string is neither split nor globbed
+		}
+		target := b.convertWord(sc, r.Word, ctx)
 		rd := shellRedirect{wire: wire.Redirect{Op: op, Target: target.text}, target: target}
 		switch r.Op {
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrIn, syntax.RdrInOut, syntax.RdrClob,
@@ -442,11 +667,15 @@ func (b *inputBuilder) redirects(sc *shellScope, rs []*syntax.Redirect) ([]shell
 		if r.N == nil || r.N.Value == "0" {
 			switch r.Op {
 			case syntax.RdrIn, syntax.RdrInOut, syntax.DplIn:
-				feed = stdinFeed{subst: target.subst}
+				feed = stdinFeed{subst: target.subst, redirected: true}
 			case syntax.WordHdoc:
-				feed = stdinFeed{subst: target.subst, literal: target.literal, text: target.text + "\n"}
+				feed = stdinFeed{subst: target.subst, literal: target.literal, text: target.text + "\n", redirected: true}
 			case syntax.Hdoc, syntax.DashHdoc:
-				feed = heredocFeed(r)
+				if r.Hdoc != nil {
+					sc.vars.expansionEffects(r.Hdoc)
+				}
+				feed = heredocFeed(sc.vars, r)
+				feed.redirected = true
 			}
 		}
 		out = append(out, rd)
@@ -456,23 +685,31 @@ func (b *inputBuilder) redirects(sc *shellScope, rs []*syntax.Redirect) ([]shell
 }
 
 // heredocFeed returns what a heredoc feeds to stdin. The body is literal
-// when the delimiter is quoted, or when it holds no expansion; in an
-// unquoted body a backslash escapes only $, `, \ and newline.
-func heredocFeed(r *syntax.Redirect) stdinFeed {
+// when the delimiter is quoted, or when it holds no expansion but $X and
+// ${X} of variables vars knows; in an unquoted body a backslash escapes
+// only $, `, \ and newline.
+func heredocFeed(vars *shellVars, r *syntax.Redirect) stdinFeed {
 	if r.Hdoc == nil {
 		return stdinFeed{literal: true}
 	}
 	quoted := !plainWord(r.Word) || len(r.Word.Parts) != 1 || strings.IndexByte(r.Word.Lit(), '\\') >= 0
 	var sb strings.Builder
 	for _, p := range r.Hdoc.Parts {
-		l, ok := p.(*syntax.Lit)
-		if !ok {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			if quoted {
+				sb.WriteString(p.Value)
+			} else {
+				unescapeShell(&sb, p.Value, "$`\\\n")
+			}
+		case *syntax.ParamExp:
+			v, ok := simpleParam(vars, p)
+			if !ok || v.glob {
+				return stdinFeed{subst: hasSubst(r.Hdoc)}
+			}
+			sb.WriteString(v.text)
+		default:
 			return stdinFeed{subst: hasSubst(r.Hdoc)}
-		}
-		if quoted {
-			sb.WriteString(l.Value)
-		} else {
-			unescapeShell(&sb, l.Value, "$`\\\n")
 		}
 	}
 	return stdinFeed{literal: true, text: sb.String()}
@@ -540,61 +777,211 @@ func hasSubst(node syntax.Node) bool {
 	return found
 }
 
-// assignValue returns the value of an assignment as a word.
-func (b *inputBuilder) assignValue(src string, a *syntax.Assign) shellWord {
+// assignValue returns the value of an assignment as a word: expanded
+// with the variables of sc, neither split nor globbed.
+func (b *inputBuilder) assignValue(sc *shellScope, a *syntax.Assign) shellWord {
 	switch {
 	case a.Array != nil:
-		return shellWord{text: nodeSource(src, a.Array), subst: hasSubst(a.Array)}
+		return shellWord{text: nodeSource(sc.src, a.Array), subst: hasSubst(a.Array)}
 	case a.Value != nil:
-		return b.convertWord(src, a.Value)
+		return b.convertWord(sc, a.Value, ctxString)
 	}
 	return shellWord{literal: true}
 }
 
-// convertWord converts a syntax word: literal words (plain, quoted, escaped,
-// $'…') become their value; any other word keeps its source text.
-func (b *inputBuilder) convertWord(src string, w *syntax.Word) shellWord {
+// wordCtx says how the shell expands a word.
+type wordCtx uint8
+
+const (
+	// ctxWord: a command word, a loop item, a redirection target: the
+	// result of an unquoted expansion is split at IFS and globbed.
+	ctxWord wordCtx = iota
+	// ctxString: an assignment value, a here-string: never split nor
+	// globbed, and a glob character is a plain character.
+	ctxString
+)
+
+// convertWord converts a syntax word: literal words (plain, quoted,
+// escaped, $'…') become their value, and so do words whose expansions are
+// $X or ${X} of variables sc knows (parse_vars.go); any other word keeps
+// its source text. An unquoted expansion in a command word is literal
+// only when the shell could neither split nor glob its value (no IFS
+// character, no glob character) and the word does not vanish (an empty
+// value alone); a brace expansion is not literal here (expandWords
+// expands command words first). A word with unquoted glob characters is
+// marked glob, and pattern when its text spells the pattern exactly.
+func (b *inputBuilder) convertWord(sc *shellScope, w *syntax.Word, ctx wordCtx) shellWord {
 	if len(w.Parts) == 1 {
 		if l, ok := w.Parts[0].(*syntax.Lit); ok && strings.IndexByte(l.Value, '\\') < 0 && strings.IndexByte(l.Value, '{') < 0 {
-			return shellWord{text: l.Value, literal: true}
+			out := shellWord{text: l.Value, literal: true}
+			if ctx == ctxWord && hasGlobMeta(l.Value) {
+				out.glob, out.pattern = true, true
+			}
+			return out
 		}
 	}
 	var sb strings.Builder
 	literal := !hasBraceExpansion(w)
-	for _, part := range w.Parts {
+	var (
+		quoted     bool // a quoted part: the word stays even when empty
+		expanded   bool // an unquoted expansion
+		glob       bool // unquoted glob characters
+		hidden     bool // glob characters the text does not show as such (quoted, escaped)
+		fileName   bool // the value of a variable bound to a glob: a file name
+		expandedAt = -1 // bytes of the text that came from expansions, or -1
+	)
+	addValue := func(v varValue) {
+		expandedAt = max(expandedAt, 0) + len(v.text)
+		fileName = fileName || v.glob
+		if !v.glob && hasGlobChar(v.text) {
+			hidden = true
+		}
+		sb.WriteString(v.text)
+	}
+	for i, part := range w.Parts {
 		if !literal {
 			break
 		}
 		switch p := part.(type) {
 		case *syntax.Lit:
+			if ctx == ctxWord {
+				g, h := litGlob(w.Parts[i:])
+				glob, hidden = glob || g, hidden || h
+			}
 			unescapeShell(&sb, p.Value, "")
 		case *syntax.SglQuoted:
+			quoted = true
+			hidden = hidden || hasGlobChar(p.Value)
 			if p.Dollar {
 				ansiC(&sb, p.Value)
 			} else {
 				sb.WriteString(p.Value)
 			}
 		case *syntax.DblQuoted:
+			quoted = true
 			for _, q := range p.Parts {
-				l, ok := q.(*syntax.Lit)
-				if !ok {
+				switch q := q.(type) {
+				case *syntax.Lit:
+					hidden = hidden || hasGlobChar(q.Value)
+					unescapeShell(&sb, q.Value, "$`\"\\\n")
+				case *syntax.ParamExp:
+					v, ok := simpleParam(sc.vars, q)
+					if !ok {
+						literal = false
+						break
+					}
+					addValue(v)
+				default:
 					literal = false
-					break
 				}
-				unescapeShell(&sb, l.Value, "$`\"\\\n")
 			}
+		case *syntax.ParamExp:
+			v, ok := simpleParam(sc.vars, p)
+			if !ok || ctx == ctxWord && !splitSafe(sc.vars, v) {
+				literal = false
+				break
+			}
+			expanded = true
+			addValue(v)
 		default:
 			literal = false
 		}
 	}
-	if literal {
-		return shellWord{text: sb.String(), literal: true}
+	if literal && expandedAt >= 0 {
+		switch {
+		case ctx == ctxWord && expanded && !quoted && sb.Len() == 0:
+			literal = false // the word vanishes: the next one is the program
+		case ctx == ctxWord && fileName && (glob || hidden):
+			literal = false // a file name mixed with a pattern
+		case b.static.expanded+expandedAt > maxExpandBytes:
+			literal = false
+		default:
+			b.static.expanded += expandedAt
+		}
 	}
-	out := shellWord{text: nodeSource(src, w), subst: hasSubst(w)}
+	if literal {
+		out := shellWord{text: sb.String(), literal: true}
+		if ctx == ctxWord && (glob || fileName) {
+			out.glob = true
+			out.pattern = glob && !hidden && !fileName
+		} else if ctx == ctxString && fileName {
+			out.glob = true // a file name, kept in a variable
+		}
+		return out
+	}
+	out := shellWord{text: nodeSource(sc.src, w), subst: hasSubst(w)}
 	if len(w.Parts) == 1 {
 		_, out.procSubst = w.Parts[0].(*syntax.ProcSubst)
 	}
 	return out
+}
+
+// simpleParam returns the value of $X or ${X} when vars knows X; any
+// other parameter expansion (${X:-d}, ${#X}, $1, $@) is unknown.
+func simpleParam(vars *shellVars, p *syntax.ParamExp) (varValue, bool) {
+	if p.Param == nil || p.Excl || p.Length || p.Width || p.IsSet || p.Flags != nil || p.NestedParam != nil ||
+		p.Index != nil || p.Slice != nil || p.Repl != nil || p.Names != 0 || p.Exp != nil || len(p.Modifiers) > 0 ||
+		p.Split != syntax.OptUnset || p.GlobSubst != syntax.OptUnset || p.RcExpand != syntax.OptUnset {
+		return varValue{}, false
+	}
+	return vars.lookup(p.Param.Value)
+}
+
+// splitSafe reports whether an unquoted expansion of v gives exactly v:
+// IFS is known and v holds none of its characters, nor a glob
+// character (or a backslash, which bash may take for one); a file name
+// bound by a glob loop may hold anything.
+func splitSafe(vars *shellVars, v varValue) bool {
+	ifs, ok := vars.lookup("IFS")
+	return ok && !v.glob && !ifs.glob && !strings.ContainsAny(v.text, ifs.text) && !hasGlobChar(v.text) &&
+		strings.IndexByte(v.text, '\\') < 0
+}
+
+// globChars are the characters that may make a word a pattern: *, ?,
+// […], and the ( of extglob's @(…), +(…), !(…).
+const globChars = "*?[("
+
+// hasGlobChar reports whether s holds a character that may start a
+// pattern.
+func hasGlobChar(s string) bool {
+	return strings.ContainsAny(s, globChars)
+}
+
+// hasGlobMeta reports whether the unquoted, unescaped text s is a
+// pattern: * or ?, or a [ closed by a ] after it.
+func hasGlobMeta(s string) bool {
+	g, _ := litGlob([]syntax.WordPart{&syntax.Lit{Value: s}})
+	return g
+}
+
+// litGlob reports whether parts[0], an unquoted literal, holds glob
+// characters the shell expands (* and ?, or a [ closed by a ] later in
+// the word), and whether it holds escaped ones, which its unquoted text
+// no longer shows.
+func litGlob(parts []syntax.WordPart) (glob, escaped bool) {
+	s := parts[0].(*syntax.Lit).Value
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			if i+1 < len(s) && strings.IndexByte(globChars, s[i+1]) >= 0 {
+				escaped = true
+			}
+			i++
+		case '*', '?':
+			glob = true
+		case '[':
+			if strings.IndexByte(s[i+1:], ']') >= 0 {
+				glob = true
+				break
+			}
+			for _, p := range parts[1:] {
+				if l, ok := p.(*syntax.Lit); ok && strings.IndexByte(l.Value, ']') >= 0 {
+					glob = true
+				}
+			}
+		}
+	}
+	return glob, escaped
 }
 
 // hasBraceExpansion reports whether w holds a brace expansion ({a,b},

@@ -1014,7 +1014,7 @@ case $y in a) p;; *) q;; esac
 select z in a b; do r; done`),
 			cmds: []cmdWant{
 				{prog: "a"}, {prog: "b"}, {prog: "c"}, {prog: "d"}, {prog: "e"}, {prog: "f"}, {prog: "g"}, {prog: "h"},
-				{prog: "i"}, {prog: "j"}, {prog: "k"}, {prog: "l"}, {prog: "m", dynamic: true}, {prog: "o"}, {prog: "p"}, {prog: "q"}, {prog: "r"},
+				{prog: "i"}, {prog: "j"}, {prog: "k"}, {prog: "l"}, {prog: "m", argv: []string{"m", "1"}}, {prog: "m", argv: []string{"m", "2"}}, {prog: "o"}, {prog: "p"}, {prog: "q"}, {prog: "r"},
 			},
 		},
 		{
@@ -1196,13 +1196,22 @@ select z in a b; do r; done`),
 			paths: []string{"/=/ outside arg@3"},
 		},
 		{
-			name: "brace expansion is not a literal",
-			req:  shellReq("cat {..,..}/../../etc/passwd a{b,c}d {1..3}"),
-			cmds: []cmdWant{{prog: "cat", dynamic: true, ops: []string{"{..,..}/../../etc/passwd", "a{b,c}d", "{1..3}"}}},
+			name: "brace expansion of static words gives words",
+			req:  shellReq("cat {..,..}/../etc/passwd a{b,c}d {1..2}"),
+			cmds: []cmdWant{{prog: "cat", ops: []string{"../../etc/passwd", "../../etc/passwd", "abd", "acd", "1", "2"}}},
 			paths: []string{
-				"{..,..}/../../etc/passwd={..,..}/../../etc/passwd unknown arg@0",
-				"a{b,c}d=a{b,c}d unknown arg@0",
-				"{1..3}={1..3} unknown arg@0",
+				"../../etc/passwd=/../etc/passwd outside arg@0",
+				"../../etc/passwd=/../etc/passwd outside arg@0",
+				"abd=/src/abd vault arg@0", "acd=/src/acd vault arg@0", "1=/src/1 vault arg@0", "2=/src/2 vault arg@0",
+			},
+		},
+		{
+			name: "brace expansion that is not static is not a literal",
+			req:  shellReq("cat {..,$x}/etc/passwd {1..300}"),
+			cmds: []cmdWant{{prog: "cat", dynamic: true, ops: []string{"{..,$x}/etc/passwd", "{1..300}"}}},
+			paths: []string{
+				"{..,$x}/etc/passwd={..,$x}/etc/passwd unknown arg@0",
+				"{1..300}={1..300} unknown arg@0",
 			},
 		},
 		{

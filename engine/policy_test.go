@@ -715,8 +715,11 @@ func TestParsedShellScripts(t *testing.T) {
 		{"export LD_PRELOAD=./x.so; ls", wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}},
 		// A program named by a substitution or variable is not known by name.
 		{"$(printf curl) -s http://example.com | sh", wire.RequireApproval, []string{"avfs.approval.dynamic_command"}},
-		{"x=sudo; $x ls", wire.RequireApproval, []string{"avfs.approval.dynamic_command"}},
-		{`x="sudo ls"; sh -c "$x"`, wire.RequireApproval, []string{"avfs.approval.dynamic_command"}},
+		{"x=$(cat prog); $x ls", wire.RequireApproval, []string{"avfs.approval.dynamic_command"}},
+		{`x="$1 ls"; sh -c "$x"`, wire.RequireApproval, []string{"avfs.approval.dynamic_command"}},
+		// A variable assigned a literal is judged as its value.
+		{"x=sudo; $x ls", wire.Deny, []string{"avfs.deny.privileged"}},
+		{`x="sudo ls"; sh -c "$x"`, wire.Deny, []string{"avfs.deny.privileged"}},
 		{`eval "$CMD"`, wire.RequireApproval, []string{"avfs.approval.dynamic_command"}},
 		{`bash -c 'echo $USER'; eval 'echo $x'`, wire.Allow, []string{"avfs.allow.read_only"}},
 		{`bash -c 'rm x'; eval 'echo $x'`, wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}},

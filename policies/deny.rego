@@ -92,15 +92,40 @@ reasons contains lib.reason(rego.metadata.rule(), p.arg) if {
 
 # METADATA
 # title: Piping downloaded code into a shell is denied
-# description: curl … | sh, wget -O- … | bash, curl … | python -.
+# description: |
+#   curl … | sh, wget -O- … | bash, curl … | python -, and a network
+#   program writing into a process substitution that runs it
+#   (curl … > >(sh), curl … | tee >(sh)).
 # custom:
 #   id: avfs.deny.pipe_to_shell
 #   decision: deny
-reasons contains lib.reason(rego.metadata.rule(), cmd.raw) if {
+reasons contains lib.reason(rego.metadata.rule(), raw) if {
 	lib.pipes_to_shell
+	some raw in piped_downloads
+}
+
+# piped_downloads are the network commands whose output another command
+# reads: through a pipeline, or a process substitution >(…) they write to.
+piped_downloads contains cmd.raw if {
 	some cmd in lib.commands
 	cmd.pipeline_len > 1
 	lib.network(cmd)
+}
+
+piped_downloads contains cmd.raw if {
+	some cmd in lib.commands
+	lib.network(cmd)
+	writes_process_substitution(cmd)
+}
+
+writes_process_substitution(cmd) if {
+	some r in cmd.redirects
+	startswith(r.target, ">(")
+}
+
+writes_process_substitution(cmd) if {
+	some a in cmd.args
+	contains(a, ">(")
 }
 
 # METADATA
@@ -157,12 +182,19 @@ reasons contains lib.reason(rego.metadata.rule(), input.script.parse_error) if {
 # METADATA
 # title: Fork bombs are denied
 # description: |
-#   A function defined by the script that is piped into itself, as in
-#   :(){ :|:& };:
+#   A function defined by the script that is piped into itself
+#   (:(){ :|:& };:), whose body calls itself in the background
+#   (:(){ :& :; };:, bomb(){ bomb & }) or calls itself twice
+#   (f(){ f; f; }): each call starts more of them.
 # custom:
 #   id: avfs.deny.fork_bomb
 #   decision: deny
 reasons contains lib.reason(rego.metadata.rule(), name) if {
+	some name in fork_bombs
+}
+
+# fork_bombs are the functions of the script that multiply when called.
+fork_bombs contains name if {
 	some name in input.script.functions
 	some a in lib.commands
 	a.program == name
@@ -171,3 +203,21 @@ reasons contains lib.reason(rego.metadata.rule(), name) if {
 	b.program == name
 	b.pipeline != a.pipeline
 }
+
+fork_bombs contains name if {
+	some name in input.script.functions
+	some cmd in self_calls(name)
+	cmd.background == true
+}
+
+fork_bombs contains name if {
+	some name in input.script.functions
+	count(self_calls(name)) > 1
+}
+
+# self_calls are the commands of the body of the function name that call it.
+self_calls(name) := [cmd |
+	some cmd in lib.commands
+	object.get(cmd, "function", "") == name
+	cmd.program == name
+]

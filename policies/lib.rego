@@ -330,10 +330,14 @@ dynamic_command(_, cmd) if {
 }
 
 # dynamic_word is true for a word of a dynamic command that holds the
-# source text of a variable or a substitution rather than a literal.
+# source text of a variable or a substitution rather than a literal, or a
+# pattern the shell expands: a glob (/usr/bin/wge?) or a brace expansion
+# that was not expanded.
 dynamic_word(w) if contains(w, "$")
 
 dynamic_word(w) if contains(w, "`")
+
+dynamic_word(w) if regex.match(`[*?]|\[.*\]|\{.*(,|\.\.).*\}`, w)
 
 # privileged is true when the program or any wrapper around it (sudo, doas …)
 # changes privileges or administers the host.

@@ -75,6 +75,12 @@ type Command struct {
 	// @scope/pkg, a path: npx might fetch), and when the parser was not
 	// given the vault.
 	LocalBin string `json:"local_bin"`
+	// Function is the name of the function whose body holds the command
+	// ("f" for the commands of f(){ …; }), "" outside function bodies.
+	Function string `json:"function"`
+	// Background is true when the command runs asynchronously: it, or a
+	// statement or pipeline holding it, ends with & (or is a coprocess).
+	Background bool `json:"background"`
 }
 
 // Wrapper is a program that runs another one (env, sudo, timeout, xargs, busybox …).

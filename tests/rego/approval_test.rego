@@ -255,6 +255,19 @@ test_dynamic_programs if {
 	}
 }
 
+test_pattern_programs if {
+	# A glob or a brace expansion the parser did not resolve names a
+	# program known only at run time.
+	every argv in [["/usr/bin/wge?", "x"], ["*.sh"], ["/bin/[c]url", "x"], ["{wget,-q,x}"], ["{a..z}"]] {
+		inp := t.sh_c("…", t.in_script([object.union(t.cmd(argv), {"program": argv[0], "dynamic": true})]), {})
+		"avfs.approval.dynamic_command" in t.ids(inp)
+	}
+
+	# The test builtin [ is no pattern.
+	inp := t.sh_c("…", t.in_script([object.union(t.cmd(["[", "-f", "$x", "]"]), {"dynamic": true})]), {})
+	not "avfs.approval.dynamic_command" in t.ids(inp)
+}
+
 test_literal_programs if {
 	# Dynamic arguments are judged as paths; the program is known.
 	inp := t.sh_c("ls $(pwd)", t.in_script([object.union(t.cmd(["ls", "$(pwd)"]), {"dynamic": true}), t.with_fields(["pwd"], {"origin": "substitution"})]), {})
