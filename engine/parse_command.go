@@ -39,6 +39,7 @@ type shellWord struct {
 	procSubst bool // is exactly one process substitution, <(…) or >(…)
 	glob      bool // a pattern the shell expands to file names (unquoted *, ?, […]), or one of them
 	pattern   bool // glob, and text spells the pattern exactly: it can be matched (parse_expand.go)
+	rebased   bool // ~, $HOME or $PWD of a HOME or PWD the script assigned: not what paths.go takes them for
 }
 
 // envAssignment is a NAME=value given before a command.

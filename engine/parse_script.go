@@ -200,6 +200,7 @@ func (b *inputBuilder) callExpr(sc *shellScope, s *syntax.Stmt, c *syntax.CallEx
 		if !feed.redirected && sc.pipeFeed != nil {
 			feed = *sc.pipeFeed
 		}
+		b.static.caller = sc.vars
 		b.addCommand(sc, words, cmdExtra{raw: stmtSource(sc.src, s), assigns: assigns, redirs: redirs, stdin: feed})
 		b.commandEffects(sc, words, prefix)
 	}
@@ -812,7 +813,8 @@ const (
 // marked glob, and pattern when its text spells the pattern exactly.
 func (b *inputBuilder) convertWord(sc *shellScope, w *syntax.Word, ctx wordCtx) shellWord {
 	if len(w.Parts) == 1 {
-		if l, ok := w.Parts[0].(*syntax.Lit); ok && strings.IndexByte(l.Value, '\\') < 0 && strings.IndexByte(l.Value, '{') < 0 {
+		if l, ok := w.Parts[0].(*syntax.Lit); ok && strings.IndexByte(l.Value, '\\') < 0 && strings.IndexByte(l.Value, '{') < 0 &&
+			!(strings.HasPrefix(l.Value, "~") && sc.vars.isMoved("HOME")) {
 			out := shellWord{text: l.Value, literal: true}
 			if ctx == ctxWord && hasGlobMeta(l.Value) {
 				out.glob, out.pattern = true, true
@@ -829,6 +831,7 @@ func (b *inputBuilder) convertWord(sc *shellScope, w *syntax.Word, ctx wordCtx) 
 		hidden     bool // glob characters the text does not show as such (quoted, escaped)
 		fileName   bool // the value of a variable bound to a glob: a file name
 		expandedAt = -1 // bytes of the text that came from expansions, or -1
+		rebased    bool // ~, $HOME or $PWD of a HOME or PWD assigned a value not known
 	)
 	addValue := func(v varValue) {
 		expandedAt = max(expandedAt, 0) + len(v.text)
@@ -848,7 +851,17 @@ func (b *inputBuilder) convertWord(sc *shellScope, w *syntax.Word, ctx wordCtx) 
 				g, h := litGlob(w.Parts[i:])
 				glob, hidden = glob || g, hidden || h
 			}
-			unescapeShell(&sb, p.Value, "")
+			lit := p.Value
+			if i == 0 && sc.vars.isMoved("HOME") && (lit == "~" || strings.HasPrefix(lit, "~/")) {
+				// ~ is the HOME the script assigned.
+				if home, ok := sc.vars.lookup("HOME"); ok && !home.glob {
+					addValue(home)
+					lit = lit[1:]
+				} else {
+					rebased = true
+				}
+			}
+			unescapeShell(&sb, lit, "")
 		case *syntax.SglQuoted:
 			quoted = true
 			hidden = hidden || hasGlobChar(p.Value)
@@ -867,6 +880,7 @@ func (b *inputBuilder) convertWord(sc *shellScope, w *syntax.Word, ctx wordCtx) 
 				case *syntax.ParamExp:
 					v, ok := simpleParam(sc.vars, q)
 					if !ok {
+						rebased = rebased || i == 0 && movedParam(sc.vars, q)
 						literal = false
 						break
 					}
@@ -878,6 +892,7 @@ func (b *inputBuilder) convertWord(sc *shellScope, w *syntax.Word, ctx wordCtx) 
 		case *syntax.ParamExp:
 			v, ok := simpleParam(sc.vars, p)
 			if !ok || ctx == ctxWord && !splitSafe(sc.vars, v) {
+				rebased = rebased || i == 0 && movedParam(sc.vars, p)
 				literal = false
 				break
 			}
@@ -900,7 +915,7 @@ func (b *inputBuilder) convertWord(sc *shellScope, w *syntax.Word, ctx wordCtx) 
 		}
 	}
 	if literal {
-		out := shellWord{text: sb.String(), literal: true}
+		out := shellWord{text: sb.String(), literal: true, rebased: rebased}
 		if ctx == ctxWord && (glob || fileName) {
 			out.glob = true
 			out.pattern = glob && !hidden && !fileName
@@ -909,11 +924,17 @@ func (b *inputBuilder) convertWord(sc *shellScope, w *syntax.Word, ctx wordCtx) 
 		}
 		return out
 	}
-	out := shellWord{text: nodeSource(sc.src, w), subst: hasSubst(w)}
+	out := shellWord{text: nodeSource(sc.src, w), subst: hasSubst(w), rebased: rebased}
 	if len(w.Parts) == 1 {
 		_, out.procSubst = w.Parts[0].(*syntax.ProcSubst)
 	}
 	return out
+}
+
+// movedParam reports whether p is $HOME or $PWD (any form) of a base
+// variable the script assigned a value the parser does not know.
+func movedParam(vars *shellVars, p *syntax.ParamExp) bool {
+	return p.Param != nil && baseVars[p.Param.Value] && vars.baseUnknown(p.Param.Value)
 }
 
 // simpleParam returns the value of $X or ${X} when vars knows X; any

@@ -28,6 +28,7 @@ type staticState struct {
 	expanded    int               // bytes variable expansions produced
 	globLookups int               // directories read to match glob program words
 	globMemo    map[string]string // glob pattern → its one executable match, or ""
+	caller      *shellVars        // the variables of the shell running the command being recorded
 	// childShells is false when a shell started from the input may run
 	// code the parser does not see before its script: BASH_ENV or
 	// exported functions (BASH_FUNC_*) in the environment, or export -f.
@@ -69,6 +70,11 @@ type shellVars struct {
 	readonly map[string]bool     // readonly names: an assignment fails, the value stays
 	off      bool                // nothing is known any more
 	globOpts bool                // shopt or setopt ran: globs may match other files, and echo behave otherwise, than the parser assumes
+	// moved: the script assigned these of baseVars, so ~, $HOME and
+	// $PWD are not the home and working directory paths.go takes them
+	// for: they give the value when it is known, else a path known only
+	// at run time. cd makes $PWD the working directory again.
+	moved map[string]bool
 	// funcArith: a function of the script evaluates arithmetic on
 	// variables, so calling one may assign any variable (a value that is
 	// an expression is evaluated).
@@ -104,7 +110,24 @@ func (b *inputBuilder) newShellVars(shell string) *shellVars {
 		return v
 	}
 	v.vals = map[string]varValue{"IFS": {text: defaultIFS}}
+	// HOME is exported: a new shell has the value its caller gave it.
+	if c := b.static.caller; c.isMoved("HOME") || b.startsWith("HOME") {
+		v.move("HOME")
+		if home, ok := c.lookup("HOME"); ok && !b.startsWith("HOME") {
+			v.set("HOME", home)
+		}
+	}
 	return v
+}
+
+// startsWith reports whether the command starting a new shell (the last
+// recorded) gives it the variable name.
+func (b *inputBuilder) startsWith(name string) bool {
+	if n := len(b.commands); n > 0 {
+		_, ok := b.commands[n-1].Assignments[name]
+		return ok
+	}
+	return false
 }
 
 // runsCodeAtStart reports whether the environment variable name makes a
@@ -141,8 +164,9 @@ var nonBourneShells = map[string]bool{"fish": true, "csh": true, "tcsh": true}
 
 // untrackedVars are variables the shell changes by itself, or that hold
 // what the parser cannot know: their expansions are never literal, and
-// assigning them records nothing. PWD and OLDPWD are followed by cd
-// (paths.go reads $PWD as the working directory).
+// assigning them records nothing. PWD is followed by cd (paths.go reads
+// $PWD as the working directory) unless the script assigns it, see
+// baseVars.
 var untrackedVars = map[string]bool{
 	"RANDOM": true, "SRANDOM": true, "SECONDS": true, "LINENO": true, "EPOCHSECONDS": true,
 	"EPOCHREALTIME": true, "BASHPID": true, "BASH_COMMAND": true, "BASH_SUBSHELL": true,
@@ -150,7 +174,7 @@ var untrackedVars = map[string]bool{
 	"BASH_SOURCE": true, "BASH_REMATCH": true, "BASH_VERSINFO": true, "BASHOPTS": true,
 	"SHELLOPTS": true, "BASH_ALIASES": true, "BASH_CMDS": true, "FUNCNAME": true,
 	"GROUPS": true, "DIRSTACK": true, "PIPESTATUS": true, "HISTCMD": true, "PPID": true,
-	"UID": true, "EUID": true, "PWD": true, "OLDPWD": true, "REPLY": true, "OPTARG": true,
+	"UID": true, "EUID": true, "OLDPWD": true, "REPLY": true, "OPTARG": true,
 	"OPTIND": true, "MAPFILE": true, "COPROC": true, "COPROC_PID": true, "_": true,
 	// zsh
 	"argv": true, "status": true, "pipestatus": true, "ZSH_SUBSHELL": true, "EGID": true,
@@ -199,6 +223,7 @@ func (v *shellVars) own() {
 	v.vals = maps.Clone(v.vals)
 	v.poisoned = maps.Clone(v.poisoned)
 	v.readonly = maps.Clone(v.readonly)
+	v.moved = maps.Clone(v.moved)
 	v.shared = false
 }
 
@@ -222,6 +247,7 @@ func (v *shellVars) set(name string, val varValue) {
 		v.forget(name)
 		return
 	}
+	v.move(name)
 	v.own()
 	if v.vals == nil {
 		v.vals = map[string]varValue{}
@@ -237,6 +263,7 @@ func (v *shellVars) forget(name string) {
 	if v == nil || v.off {
 		return
 	}
+	v.move(name)
 	_, known := v.vals[name]
 	t := tiedVars[name]
 	if _, tknown := v.vals[t]; !known && !(t != "" && tknown) {
@@ -245,6 +272,38 @@ func (v *shellVars) forget(name string) {
 	v.own()
 	delete(v.vals, name)
 	delete(v.vals, t)
+}
+
+// baseVars are the variables paths.go resolves paths against: $HOME and
+// ~ as the home, $PWD as the working directory.
+var baseVars = map[string]bool{"HOME": true, "PWD": true}
+
+// move records an assignment to name when it is one of baseVars.
+func (v *shellVars) move(name string) {
+	if !baseVars[name] || v.moved[name] {
+		return
+	}
+	v.own()
+	if v.moved == nil {
+		v.moved = map[string]bool{}
+	}
+	v.moved[name] = true
+}
+
+// isMoved reports whether the script assigned name, one of baseVars.
+func (v *shellVars) isMoved(name string) bool {
+	return v != nil && v.moved[name]
+}
+
+// baseUnknown reports whether the script assigned name, one of baseVars,
+// a value the parser does not know (or one it no longer knows, the table
+// off): a path based on it is known only at run time.
+func (v *shellVars) baseUnknown(name string) bool {
+	if v == nil || !v.moved[name] {
+		return false
+	}
+	_, known := v.lookup(name)
+	return !known
 }
 
 // poison makes name unknown for the rest of the shell: code that may run
@@ -294,12 +353,13 @@ func (v *shellVars) forgetAll() {
 	v.vals = nil
 }
 
-// disable makes every name unknown for the rest of the shell.
+// disable makes every name unknown for the rest of the shell; a base
+// variable the script assigned stays moved.
 func (v *shellVars) disable() {
 	if v == nil {
 		return
 	}
-	*v = shellVars{off: true, globOpts: true}
+	*v = shellVars{off: true, globOpts: true, moved: v.moved, shared: true}
 }
 
 // merge folds into v (the state before a branch) the state at the end
@@ -316,6 +376,9 @@ func (v *shellVars) merge(br *shellVars) {
 	}
 	v.globOpts = v.globOpts || br.globOpts
 	v.funcArith = v.funcArith || br.funcArith
+	for name := range br.moved {
+		v.move(name)
+	}
 	for name := range br.poisoned {
 		v.poison(name)
 	}
@@ -607,6 +670,12 @@ func (b *inputBuilder) commandEffects(sc *shellScope, words []shellWord, prefix 
 		return
 	}
 	name, args := w.text, words[k+1:]
+	if name == "cd" || name == "pushd" || name == "popd" {
+		// cd sets PWD to the directory the parser follows.
+		v.forget("PWD")
+		v.own()
+		delete(v.moved, "PWD")
+	}
 	if specialBuiltins[name] || b.isFunction(name) {
 		for _, p := range prefix {
 			v.forget(p)

@@ -246,6 +246,36 @@ u=ls; if c; then u=x; elif d; then :; else u=y; fi; echo $u`),
 	})
 }
 
+// TestParseMovedHome: a script that assigns HOME or PWD moves ~, $HOME
+// and $PWD away from the home and working directory.
+func TestParseMovedHome(t *testing.T) {
+	for _, tc := range []struct {
+		script string
+		want   []string // "arg=path where" of the paths that are not f
+	}{
+		{"HOME=$(cat f); cat $HOME/x ~/y \"$HOME\"/z ~bob/w", []string{"$HOME/x=$HOME/x unknown", "~/y=~/y unknown", `"$HOME"/z="$HOME"/z unknown`, "~bob/w=~bob/w outside"}},
+		{"HOME=/var; cat ~/x $HOME/y", []string{"/var=/var outside", "/var/x=/var/x outside", "/var/y=/var/y outside"}},
+		{"cat ~/x $HOME/y", []string{"~/x=~/x scratch", "$HOME/y=~/y scratch"}},
+		{"PWD=$(cat f); cat $PWD/x; cd src; cat $PWD/y", []string{"$PWD/x=$PWD/x unknown", "src=/src/src vault", "$PWD/y=/src/src/y vault"}},
+		{"HOME=$(cat f) sh -c 'cat ~/x'; sh -c 'cat ~/y'", []string{"~/x=~/x unknown", "~/y=~/y scratch"}},
+		{"export HOME=/var; bash -c 'cat ~/x'; read HOME; sh -c 'cat ~/y'", []string{"/var=/var outside", "/var/x=/var/x outside", "~/y=~/y unknown"}},
+	} {
+		in, err := Parse(context.Background(), ParseRequest{Shell: tc.script, Cwd: "/src", PathEnv: "/nonexistent", Sandbox: nsSandbox("/root")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, p := range in.Paths {
+			if p.Arg != "f" {
+				got = append(got, p.Arg+"="+p.Path+" "+string(p.Where))
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q:\n got  %q\n want %q", tc.script, got, tc.want)
+		}
+	}
+}
+
 func TestParseForLoops(t *testing.T) {
 	runParseCases(t, []parseCase{
 		{

@@ -215,6 +215,9 @@ func aboveRoot(p string) bool {
 // the kind is dirUnknown.
 func (v *view) resolve(dir dirState, w shellWord) (string, dirKind) {
 	t := w.text
+	if w.rebased {
+		return t, dirUnknown // HOME or PWD assigned a value known only at run time
+	}
 	if n := homeVar(t); n >= 0 {
 		return homeJoin("~", t[n:]), dirHome
 	}
