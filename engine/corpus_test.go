@@ -28,13 +28,15 @@ const corpusPending = "pending.jsonl"
 // corpusCase is one line of a corpus file: exactly one of Command (an argv)
 // and Shell (a --shell script), the decision the default policy must give,
 // the class of command it belongs to and the principle of docs/policy.md
-// that decides it.
+// that decides it. Sandbox, when given, is the mode the command is held
+// in: "none" decides it as for --sandbox none; the default is namespaces.
 type corpusCase struct {
-	Command   []string      `json:"command,omitempty"`
-	Shell     string        `json:"shell,omitempty"`
-	Decision  wire.Decision `json:"decision"`
-	Category  string        `json:"category"`
-	Principle string        `json:"principle"`
+	Command   []string         `json:"command,omitempty"`
+	Shell     string           `json:"shell,omitempty"`
+	Sandbox   wire.SandboxMode `json:"sandbox,omitempty"`
+	Decision  wire.Decision    `json:"decision"`
+	Category  string           `json:"category"`
+	Principle string           `json:"principle"`
 
 	file string
 	line int
@@ -76,7 +78,7 @@ func readCorpus(t *testing.T, dir string) []corpusCase {
 				t.Errorf("%s:%d: %v", c.file, n, err)
 				continue
 			}
-			if (len(c.Command) == 0) == (c.Shell == "") || !c.Decision.Valid() || c.Category == "" || c.Principle == "" {
+			if (len(c.Command) == 0) == (c.Shell == "") || !c.Decision.Valid() || c.Category == "" || c.Principle == "" || c.Sandbox != "" && !c.Sandbox.Valid() {
 				t.Errorf("%s:%d: a case needs one of command and shell, a decision, a category and a principle", c.file, n)
 				continue
 			}
@@ -88,17 +90,22 @@ func readCorpus(t *testing.T, dir string) []corpusCase {
 
 // TestCorpus decides every case of tests/corpus with the default policy,
 // on the document Parse builds in the sandbox's view (the vault at
-// /workspace, home /root, cwd the vault root), and fails listing every
+// /workspace, home /root, cwd the vault root; without a sandbox for the
+// cases that say so), and fails listing every
 // case whose decision differs, except those of pending.jsonl. It logs a
 // score per category, "corpus: CATEGORY PASSED/TOTAL" (pending cases as
 // "corpus pending: …"); run it with -v to see them.
 func TestCorpus(t *testing.T) {
 	p := defaultP(t)
-	view := sandbox.Input(wire.SandboxNamespaces, "", sandbox.DefaultWorkspace, "/root")
+	views := map[wire.SandboxMode]wire.SandboxInput{
+		"":                     sandbox.Input(wire.SandboxNamespaces, "", sandbox.DefaultWorkspace, "/root"),
+		wire.SandboxNamespaces: sandbox.Input(wire.SandboxNamespaces, "", sandbox.DefaultWorkspace, "/root"),
+		wire.SandboxNone:       sandbox.Input(wire.SandboxNone, "--sandbox none", "", "/root"),
+	}
 	type score struct{ passed, total int }
 	scores := map[string]map[string]*score{"corpus": {}, "corpus pending": {}}
 	for _, c := range readCorpus(t, corpusDir) {
-		in, err := Parse(context.Background(), ParseRequest{Argv: c.Command, Shell: c.Shell, Cwd: "/", PathEnv: "/nonexistent", Sandbox: view})
+		in, err := Parse(context.Background(), ParseRequest{Argv: c.Command, Shell: c.Shell, Cwd: "/", PathEnv: "/nonexistent", Sandbox: views[c.Sandbox]})
 		var res wire.PolicyResult
 		if err == nil {
 			res, err = p.Decide(context.Background(), in, DecideOptions{})
