@@ -289,6 +289,7 @@ func newCommand(origin string) wire.Command {
 		Assignments: map[string]string{},
 		Redirects:   []wire.Redirect{},
 		Code:        []string{},
+		Feeds:       -1,
 		Origin:      origin,
 		PipelineLen: 1,
 	}

@@ -57,6 +57,7 @@ type shellScope struct {
 	pipe       int       // index within the enclosing pipeline
 	pipeLen    int       // length of the enclosing pipeline (1: none)
 	pipeReader bool      // stdin is the output of another command
+	feeds      int       // 1 + the index of the command a substitution's output goes to (wire.Command.Feeds), 0 for none
 	scopeExt             // variables, function, background, piped text (parse_vars.go)
 }
 
@@ -85,6 +86,7 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 	cmd.Raw = ex.raw
 	cmd.Pipeline, cmd.PipelineLen = sc.pipe, sc.pipeLen
 	cmd.Function, cmd.Background = sc.function, sc.background
+	cmd.Feeds = sc.feeds - 1
 	idx := len(b.commands)
 
 	var u unwrapped
@@ -278,7 +280,7 @@ func (b *inputBuilder) addCommand(sc *shellScope, words []shellWord, ex cmdExtra
 // runScript parses src, a script a command in sc runs in a new shell
 // (sh -c) working in dir. Its commands read the command's stdin.
 func (b *inputBuilder) runScript(sc *shellScope, dir dirState, src, shell string) {
-	b.parseScript(shellScope{origin: originScript, depth: sc.depth + 1, dir: &dir, pipeLen: 1, pipeReader: sc.pipeReader}, src, shell)
+	b.parseScript(shellScope{origin: originScript, depth: sc.depth + 1, dir: &dir, pipeLen: 1, pipeReader: sc.pipeReader, feeds: sc.feeds}, src, shell)
 }
 
 // gitConfigCommand records a shell command git runs from its
@@ -321,7 +323,7 @@ func (b *inputBuilder) programPath(w shellWord, dir dirState, idx int) {
 // not literal is one dynamic command named by it; an argv is a command of
 // origin argument.
 func (b *inputBuilder) runNested(sc *shellScope, dir dirState, n nestedRun, raw string) {
-	sub := shellScope{origin: originArgument, depth: sc.depth + 1, dir: &dir, pipeLen: 1}
+	sub := shellScope{origin: originArgument, depth: sc.depth + 1, dir: &dir, pipeLen: 1, feeds: sc.feeds}
 	if n.script == nil {
 		if sub.depth > maxScriptDepth {
 			b.parseError("commands nested more than " + strconv.Itoa(maxScriptDepth) + " deep")

@@ -149,12 +149,19 @@ func (b *inputBuilder) walkStmt(sc *shellScope, s *syntax.Stmt) {
 			}
 		}
 	}
+	// A substitution in a redirection of a simple command feeds that
+	// command (bash < <(curl …)); one of a compound command feeds no
+	// single command.
+	target := -1
+	if _, simple := s.Cmd.(*syntax.CallExpr); simple && len(b.commands) > start {
+		target = start
+	}
 	for _, r := range s.Redirs {
 		if r.Word != nil {
-			b.walkSubst(sc, r.Word)
+			b.walkSubstFor(sc, r.Word, target)
 		}
 		if r.Hdoc != nil {
-			b.walkSubst(sc, r.Hdoc) // a heredoc body is not a command, but $(…) in it runs
+			b.walkSubstFor(sc, r.Hdoc, target) // a heredoc body is not a command, but $(…) in it runs
 		}
 	}
 }
@@ -185,6 +192,7 @@ func (b *inputBuilder) callExpr(sc *shellScope, s *syntax.Stmt, c *syntax.CallEx
 			prefix = append(prefix, a.Name.Value)
 		}
 	}
+	at := len(b.commands)
 	if len(c.Args) == 0 {
 		b.addBare(sc, s, assigns, redirs)
 	} else {
@@ -205,7 +213,11 @@ func (b *inputBuilder) callExpr(sc *shellScope, s *syntax.Stmt, c *syntax.CallEx
 		b.commandEffects(sc, words, prefix)
 	}
 	if !plain || len(assigns) != len(c.Assigns) {
-		b.walkSubst(sc, c)
+		target := -1
+		if len(b.commands) > at {
+			target = at
+		}
+		b.walkSubstFor(sc, c, target)
 	}
 }
 
@@ -220,6 +232,7 @@ func (b *inputBuilder) addBare(sc *shellScope, s *syntax.Stmt, assigns []envAssi
 	cmd.Raw = stmtSource(sc.src, s)
 	cmd.Pipeline, cmd.PipelineLen = sc.pipe, sc.pipeLen
 	cmd.Function, cmd.Background = sc.function, sc.background
+	cmd.Feeds = sc.feeds - 1
 	idx := len(b.commands)
 	for _, a := range assigns {
 		cmd.Assignments[a.name] = a.value.text
@@ -468,7 +481,7 @@ func (sc *shellScope) branch() shellScope {
 
 // evalScope returns the scope of a string eval runs: the same shell.
 func (sc *shellScope) evalScope() shellScope {
-	c := shellScope{origin: originEval, depth: sc.depth + 1, dir: sc.dir, pipeLen: 1, pipeReader: sc.pipeReader, scopeExt: sc.scopeExt}
+	c := shellScope{origin: originEval, depth: sc.depth + 1, dir: sc.dir, pipeLen: 1, pipeReader: sc.pipeReader, feeds: sc.feeds, scopeExt: sc.scopeExt}
 	c.pipeFeed = nil
 	return c
 }
@@ -523,8 +536,15 @@ func (b *inputBuilder) function(name string) {
 
 // walkSubst records the commands of every command and process substitution
 // inside node (a word, an arithmetic or test expression, a loop header),
-// without entering the substitutions' own statements twice.
+// without entering the substitutions' own statements twice. Their output
+// goes to no single command (wire.Command.Feeds -1).
 func (b *inputBuilder) walkSubst(sc *shellScope, node syntax.Node) {
+	b.walkSubstFor(sc, node, -1)
+}
+
+// walkSubstFor is walkSubst for the substitutions of the words of the
+// command at index target (-1 for none), whose output goes to it.
+func (b *inputBuilder) walkSubstFor(sc *shellScope, node syntax.Node, target int) {
 	if w, ok := node.(*syntax.Word); ok && plainWord(w) {
 		return
 	}
@@ -541,6 +561,7 @@ func (b *inputBuilder) walkSubst(sc *shellScope, node syntax.Node) {
 		b.script.HasSubstitution = true
 		sub := sc.child()
 		sub.origin = originSubstitution
+		sub.feeds = target + 1
 		sub.pipe, sub.pipeLen, sub.pipeReader, sub.pipeFeed = 0, 1, false, nil
 		if ps, ok := n.(*syntax.ProcSubst); ok && ps.Op == syntax.CmdOut {
 			sub.pipeReader = true // >(cmd) reads what the command writes to it
@@ -611,7 +632,7 @@ func (b *inputBuilder) declClause(sc *shellScope, s *syntax.Stmt, c *syntax.Decl
 	for _, a := range assigns {
 		b.commands[idx].Assignments[a.name] = a.value.text
 	}
-	b.walkSubst(sc, c)
+	b.walkSubstFor(sc, c, idx)
 }
 
 // stdinFeed is what a statement's redirections, or the pipeline element

@@ -297,3 +297,34 @@ func TestExtensionPrograms(t *testing.T) {
 		t.Errorf("two specs of one program: %v", err)
 	}
 }
+
+// TestParseFeeds: a command in a substitution names the command its
+// output goes to.
+func TestParseFeeds(t *testing.T) {
+	for _, tc := range []struct {
+		script string
+		want   []int // feeds of every command, in order
+	}{
+		{`python3 -c "$(curl -s x)"`, []int{-1, 0}},
+		{`bash <(curl -s x) arg`, []int{-1, 0}},
+		{`bash < <(curl -s x)`, []int{-1, 0}},
+		{`v=$(curl -s x); python3 build.py "$v"`, []int{-1, 0, -1}},
+		{`echo "$(cat $(curl -s x))" | sh`, []int{-1, 0, 1, -1}},
+		{`for f in $(curl -s x); do echo "$f"; done`, []int{-1, -1}},
+		{`{ cat; } < <(curl -s x)`, []int{-1, -1}},
+		{`eval "$(curl -s x)"`, []int{-1, 0}},
+		{`x=$(sh -c 'curl -s y')`, []int{-1, 0, 0}},
+	} {
+		in, err := Parse(context.Background(), ParseRequest{Shell: tc.script, Cwd: "/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]int, len(in.Commands))
+		for i, c := range in.Commands {
+			got[i] = c.Feeds
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: feeds %v, want %v (%s)", tc.script, got, tc.want, commandPrograms(in))
+		}
+	}
+}

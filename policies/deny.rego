@@ -131,9 +131,14 @@ writes_process_substitution(cmd) if {
 # METADATA
 # title: Running downloaded code is denied
 # description: |
-#   A substitution that runs a network program, next to a shell, an
-#   interpreter or eval that would run what it prints: bash <(curl …),
-#   python -c "$(curl …)", eval "$(wget -O- …)".
+#   A network program in a substitution whose output a shell, an
+#   interpreter, a build tool or eval runs: the substitution is in that
+#   command's words or redirections (bash <(curl …), python -c "$(curl
+#   …)", eval "$(wget -O- …)", bash < <(curl …), make -f <(curl …)), or the
+#   runner's code is itself not known (sh -c "$v", eval "$v", a shell
+#   reading a pipe whose text is not literal: echo "$(curl …)" | sh). A
+#   download that only feeds an assignment or an argument (v=$(curl …);
+#   python3 build.py "$v") is not run as code.
 # custom:
 #   id: avfs.deny.download_exec
 #   decision: deny
@@ -144,6 +149,28 @@ reasons contains lib.reason(rego.metadata.rule(), runner.raw) if {
 	some i, runner in lib.commands
 	runner.origin != "substitution"
 	lib.runs_code(i, runner)
+	runs_output(net, i, runner)
+}
+
+# runs_output is true when runner (at index i) runs what net prints: net
+# feeds it, or the runner's code is not known (see unknown_code).
+runs_output(net, i, _) if object.get(net, "feeds", -1) == i
+
+runs_output(_, _, runner) if unknown_code(runner)
+
+# unknown_code is true for a shell or eval given code that is not literal
+# (sh -c "$v", eval "$v"), and for a shell or interpreter reading its
+# program from a pipe whose text the parser did not know.
+unknown_code(runner) if {
+	runner.dynamic == true
+	some w in array.concat(lib.cfg.shells, lib.cfg.evaluators)
+	runner.program == w
+}
+
+unknown_code(runner) if {
+	runner.reads_stdin_script
+	runner.pipeline > 0
+	input.script.pipes_to_shell
 }
 
 # METADATA

@@ -42,6 +42,7 @@ config_shapes := {
 	"shells": "strings",
 	"interpreters": "strings",
 	"evaluators": "strings",
+	"build_runners": "strings",
 }
 
 # shapes are the shapes of config_shapes: the JSON type of the value and
@@ -443,6 +444,9 @@ runs_code(i, cmd) if {
 runs_code(_, cmd) if program_in(cmd.program, cfg.interpreters)
 
 runs_code(_, cmd) if cmd.program in cfg.evaluators
+
+# Build tools run the recipes of the files they read (make -f FILE).
+runs_code(_, cmd) if cmd.program in cfg.build_runners
 
 # pipes_to_shell is true when a script pipes into a shell or an interpreter
 # that reads its program from stdin.

@@ -81,6 +81,14 @@ type Command struct {
 	// Background is true when the command runs asynchronously: it, or a
 	// statement or pipeline holding it, ends with & (or is a coprocess).
 	Background bool `json:"background"`
+	// Feeds is, for a command inside a command or process substitution,
+	// the index in Commands of the command whose words, assignments or
+	// redirections hold that substitution: the one the output goes to
+	// (the python of python -c "$(curl …)", the bash of bash <(curl …) and
+	// bash < <(curl …), the echo of echo "$(curl …)"). -1 for other
+	// commands, and for substitutions in loop headers, case words and
+	// tests.
+	Feeds int `json:"feeds"`
 }
 
 // Wrapper is a program that runs another one (env, sudo, timeout, xargs, busybox …).
