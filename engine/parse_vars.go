@@ -418,18 +418,7 @@ func (v *shellVars) assign(a *syntax.Assign, val shellWord) {
 
 // isInteger reports whether s is a decimal integer, a value arithmetic
 // evaluates to itself.
-func isInteger(s string) bool {
-	s = strings.TrimPrefix(s, "-")
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
+func isInteger(s string) bool { return isDigits(strings.TrimPrefix(s, "-")) }
 
 // arithRef records that arithmetic reads name: a known value that is not
 // an integer is itself evaluated as an expression, which may assign any

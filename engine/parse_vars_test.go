@@ -462,13 +462,7 @@ func TestParseFunctionsAndBackground(t *testing.T) {
 // TestStaticDecisions: the default policy on scripts whose programs,
 // words and piped text the parser determines statically.
 func TestStaticDecisions(t *testing.T) {
-	p := defaultP(t)
-	view := nsSandbox("/root")
-	for _, tc := range []struct {
-		script   string
-		decision wire.Decision
-		reasons  []string
-	}{
+	checkScriptDecisions(t, []scriptDecision{
 		{"p=curl; $p https://x", wire.RequireApproval, []string{"avfs.approval.network"}},
 		{"d=/var/log; cat $d/syslog", wire.Deny, []string{"avfs.deny.outside_vault"}},
 		{"d=src; ls $d", wire.Allow, []string{"avfs.allow.read_only"}},
@@ -484,7 +478,24 @@ func TestStaticDecisions(t *testing.T) {
 		{"f(){ f & f; }; f", wire.Deny, []string{"avfs.deny.fork_bomb"}},
 		{"bomb() { bomb & }; bomb", wire.Deny, []string{"avfs.deny.fork_bomb"}},
 		{"f(){ ls; }; f; f", wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}},
-	} {
+	})
+}
+
+// scriptDecision is a script and the decision and reasons the default
+// policy must give it, held in namespaces with home /root.
+type scriptDecision struct {
+	script   string
+	decision wire.Decision
+	reasons  []string
+}
+
+// checkScriptDecisions parses and decides every case with the default
+// policy.
+func checkScriptDecisions(t *testing.T, cases []scriptDecision) {
+	t.Helper()
+	p := defaultP(t)
+	view := nsSandbox("/root")
+	for _, tc := range cases {
 		in, err := Parse(context.Background(), ParseRequest{Shell: tc.script, Cwd: "/", PathEnv: "/nonexistent", Sandbox: view})
 		if err != nil {
 			t.Fatalf("%q: %v", tc.script, err)
