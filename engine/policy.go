@@ -3,7 +3,6 @@ package engine
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -172,41 +171,43 @@ const (
 
 // bundlePrograms reads the program specs of the compiled bundles:
 // ProgramsDocument, each program of an extension's
-// data.extensions.NAME.programs replacing it. A spec that ReadPrograms
-// refuses, a program two extensions both give, or a document that cannot
-// be evaluated within timeout is a bundle_invalid error.
+// data.extensions.NAME.programs replacing it. Specs that are data (a
+// bundle's data.json) are read from the store as the bundle loader made
+// them; only a bundle whose rules produce them is evaluated, within
+// timeout. A spec that readProgramsValue refuses, a program two extensions
+// both give, or a document that cannot be evaluated is a bundle_invalid
+// error.
 func bundlePrograms(ctx context.Context, compiler *ast.Compiler, store storage.Store, timeout time.Duration) (*Programs, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	eval := func(query string) (rego.ResultSet, error) {
-		rs, err := rego.New(rego.Query(query), rego.Compiler(compiler), rego.Store(store), rego.StrictBuiltinErrors(true)).Eval(ctx)
-		if err != nil {
-			return nil, wire.Errorf(wire.CodeBundleInvalid, "program specs: %s could not be evaluated: %v", query, err)
-		}
-		return rs, nil
-	}
-	rs, err := eval(ProgramsDocument)
+	base, err := programsDocument(ctx, compiler, store, ast.MustParseRef(ProgramsDocument))
 	if err != nil {
 		return nil, err
 	}
-	programs := &Programs{}
-	if len(rs) > 0 && len(rs[0].Expressions) > 0 {
-		raw, _ := json.Marshal(rs[0].Expressions[0].Value)
-		if programs, err = ReadPrograms(raw, ProgramsDocument); err != nil {
-			return nil, err
-		}
-	}
-	rs, err = eval("some name; x := data.extensions[name]." + ExtensionPrograms)
+	programs, err := readProgramsValue(base, ProgramsDocument)
 	if err != nil {
 		return nil, err
+	}
+	exts, err := programsDocument(ctx, compiler, store, ast.MustParseRef("data.extensions"))
+	if err != nil {
+		return nil, err
+	}
+	obj, _ := exts.(ast.Object)
+	if obj == nil {
+		return programs, nil
 	}
 	owner := map[string]string{}
-	exts := make([]*Programs, 0, len(rs))
-	for _, r := range rs {
-		name, _ := r.Bindings["name"].(string)
-		raw, _ := json.Marshal(r.Bindings["x"])
+	for _, name := range sortedKeys(obj) {
+		bundle, _ := obj.Get(ast.StringTerm(name)).Value.(ast.Object)
+		if bundle == nil {
+			continue
+		}
 		doc := "data.extensions." + name + "." + ExtensionPrograms
-		ext, err := ReadPrograms(raw, doc)
+		specs := bundle.Get(ast.StringTerm(ExtensionPrograms))
+		if specs == nil {
+			continue
+		}
+		ext, err := readProgramsValue(specs.Value, doc)
 		if err != nil {
 			return nil, err
 		}
@@ -217,12 +218,52 @@ func bundlePrograms(ctx context.Context, compiler *ast.Compiler, store storage.S
 			}
 			owner[prog] = doc
 		}
-		exts = append(exts, ext)
-	}
-	for _, ext := range exts {
 		programs = programs.With(ext)
 	}
 	return programs, nil
+}
+
+// programsDocument returns the document at ref (nil when there is none):
+// read from the store when no rule defines it or anything under it that
+// holds program specs, evaluated otherwise. For data.extensions only the
+// rules named ExtensionPrograms count: the others (reasons …) depend on
+// the input and are never read here.
+func programsDocument(ctx context.Context, compiler *ast.Compiler, store storage.Store, ref ast.Ref) (ast.Value, error) {
+	byRules := false
+	for _, r := range compiler.GetRules(ref) {
+		path := r.Ref().GroundPrefix()
+		if len(ref) == 2 { // data.extensions: data.extensions.NAME.programs…
+			byRules = byRules || len(path) >= 4 && path[3].Equal(ast.StringTerm(ExtensionPrograms))
+		} else {
+			byRules = true
+		}
+	}
+	if !byRules {
+		path, err := storage.NewPathForRef(ref)
+		if err != nil {
+			return nil, wire.Errorf(wire.CodeInternal, "program specs: %s is no storage path: %v", ref, err)
+		}
+		v, err := storage.ReadOne(ctx, store, path)
+		switch {
+		case storage.IsNotFound(err):
+			return nil, nil
+		case err != nil:
+			return nil, wire.Errorf(wire.CodeBundleInvalid, "program specs: %s could not be read: %v", ref, err)
+		}
+		if av, isAST := v.(ast.Value); isAST {
+			return av, nil
+		}
+		return ast.InterfaceToValue(v)
+	}
+	rs, err := rego.New(rego.ParsedQuery(ast.NewBody(ast.NewExpr(ast.NewTerm(ref)))), rego.Compiler(compiler), rego.Store(store),
+		rego.StrictBuiltinErrors(true)).Eval(ctx)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeBundleInvalid, "program specs: %s could not be evaluated: %v", ref, err)
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return nil, nil
+	}
+	return ast.InterfaceToValue(rs[0].Expressions[0].Value)
 }
 
 // Programs returns the program specs of the policy's bundles, for

@@ -3,11 +3,14 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/open-policy-agent/opa/v1/ast"
 
 	"avfs/policies"
 	"avfs/wire"
@@ -185,141 +188,235 @@ func DefaultPrograms() (*Programs, error) { return defaultPrograms() }
 // ReadPrograms reads program specs from JSON (docs/policy.md, "Program
 // specs"): an object of programs, each an object with the optional keys
 // options, abbreviations, operands, keys, subcommands, option_prefixes,
-// options_first, long_only and unlisted. A subcommand may be a string naming another
-// subcommand of the same program, whose spec it shares ("i": "install").
-// Anything else — an unknown key or role, a wrong type, two repeated
-// operands, a subcommand alias to nothing — is a bundle_invalid error
-// naming source, the program and the key. Empty or null raw is an empty
-// set.
+// options_first, long_only and unlisted. A program may be a string naming
+// another program of the same document, whose spec it shares ("podman":
+// "docker"); a subcommand may be a string naming another subcommand of
+// the same program ("i": "install"). Anything else — an unknown key or role, a wrong type,
+// two repeated operands, a subcommand alias to nothing — is a
+// bundle_invalid error naming source, the program and the key. Empty or
+// null raw is an empty set.
 func ReadPrograms(raw json.RawMessage, source string) (*Programs, error) {
-	ps := &Programs{specs: map[string]*ProgramSpec{}}
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
+	if len(raw) == 0 {
+		return &Programs{specs: map[string]*ProgramSpec{}}, nil
+	}
+	v, err := ast.ValueFromReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, specError(source, "", "the programs are not JSON: %v", err)
+	}
+	return readProgramsValue(v, source)
+}
+
+// readProgramsValue is ReadPrograms for a value as the policy's store holds
+// it: reading the AST the bundle loader made costs no JSON decoding.
+func readProgramsValue(v ast.Value, source string) (*Programs, error) {
+	ps := &Programs{specs: map[string]*ProgramSpec{}}
+	if _, null := v.(ast.Null); null || v == nil {
 		return ps, nil
 	}
-	var progs map[string]json.RawMessage
-	if err := strictUnmarshal(raw, &progs); err != nil {
-		return nil, specError(source, "", "the programs must be an object of program specs: %v", err)
+	progs, ok := v.(ast.Object)
+	if !ok {
+		return nil, specError(source, "", "the programs must be an object of program specs, not %s", ast.ValueName(v))
 	}
-	for _, name := range slices.Sorted(maps.Keys(progs)) {
-		s, err := readSpec(progs[name], source, name, nil)
+	aliases := map[string]string{}
+	for _, name := range sortedKeys(progs) {
+		v := progs.Get(ast.StringTerm(name)).Value
+		if target, isAlias := v.(ast.String); isAlias {
+			aliases[name] = string(target)
+			continue
+		}
+		s, err := readSpec(v, source, name, nil)
 		if err != nil {
 			return nil, err
+		}
+		ps.specs[name] = s
+	}
+	for _, name := range slices.Sorted(maps.Keys(aliases)) {
+		s, ok := ps.specs[aliases[name]]
+		if !ok {
+			return nil, specError(source, name, "%q is no program spec of %s", aliases[name], source)
 		}
 		ps.specs[name] = s
 	}
 	return ps, nil
 }
 
-// specJSON is the JSON form of a ProgramSpec.
-type specJSON struct {
-	Options        map[string]json.RawMessage `json:"options"`
-	Abbreviations  bool                       `json:"abbreviations"`
-	Operands       []string                   `json:"operands"`
-	Keys           map[string]ArgRole         `json:"keys"`
-	Subcommands    map[string]json.RawMessage `json:"subcommands"`
-	OptionPrefixes []string                   `json:"option_prefixes"`
-	OptionsFirst   bool                       `json:"options_first"`
-	LongOnly       bool                       `json:"long_only"`
-	Unlisted       ArgRole                    `json:"unlisted"`
+// sortedKeys returns the keys of obj that are strings, sorted.
+func sortedKeys(obj ast.Object) []string {
+	keys := make([]string, 0, obj.Len())
+	for _, k := range obj.Keys() {
+		if s, ok := k.Value.(ast.String); ok {
+			keys = append(keys, string(s))
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
-// optionJSON is the JSON form of an OptionSpec given as an object.
-type optionJSON struct {
-	Value    json.RawMessage `json:"value"`
-	Optional bool            `json:"optional"`
-	Operands ArgRole         `json:"operands"`
-	Fills    bool            `json:"fills"`
-}
+// specKeys are the keys a spec may have.
+var specKeys = []string{"options", "abbreviations", "operands", "keys", "subcommands", "option_prefixes", "options_first", "long_only", "unlisted"}
 
 // readSpec reads the spec of name (a program, or "git commit").
-func readSpec(raw json.RawMessage, source, name string, parent *ProgramSpec) (*ProgramSpec, error) {
-	var j specJSON
-	if err := strictUnmarshal(raw, &j); err != nil {
-		return nil, specError(source, name, "%v", err)
+func readSpec(v ast.Value, source, name string, parent *ProgramSpec) (*ProgramSpec, error) {
+	obj, ok := v.(ast.Object)
+	if !ok {
+		return nil, specError(source, name, "a spec must be an object, not %s", ast.ValueName(v))
 	}
-	s := &ProgramSpec{Abbreviations: j.Abbreviations, Keys: j.Keys, OptionPrefixes: j.OptionPrefixes,
-		OptionsFirst: j.OptionsFirst, LongOnly: j.LongOnly, Unlisted: j.Unlisted, Repeat: -1, name: name, parent: parent}
-	if j.Unlisted != "" && !validRole(j.Unlisted) {
-		return nil, specError(source, name, "unlisted: %s", roleProblem(j.Unlisted))
+	if obj.Len() != len(sortedKeys(obj)) {
+		return nil, specError(source, name, "a spec's keys must be strings")
 	}
-	for k, r := range j.Keys {
-		if !validRole(r) {
-			return nil, specError(source, name, "keys.%s: %s", k, roleProblem(r))
-		}
+	s := &ProgramSpec{Repeat: -1, name: name, parent: parent}
+	fail := func(key, format string, args ...any) error {
+		return specError(source, name, "%s: %s", key, fmt.Sprintf(format, args...))
 	}
-	for i, o := range j.Operands {
-		r, repeat := strings.CutSuffix(o, "...")
-		if !validRole(ArgRole(r)) {
-			return nil, specError(source, name, "operands[%d]: %s", i, roleProblem(ArgRole(r)))
-		}
-		if repeat {
-			if s.Repeat >= 0 {
-				return nil, specError(source, name, "operands[%d]: only one operand role may end in \"...\"", i)
+	for _, key := range sortedKeys(obj) {
+		val := obj.Get(ast.StringTerm(key)).Value
+		var err error
+		switch key {
+		case "abbreviations":
+			s.Abbreviations, err = readBool(val)
+		case "options_first":
+			s.OptionsFirst, err = readBool(val)
+		case "long_only":
+			s.LongOnly, err = readBool(val)
+		case "unlisted":
+			s.Unlisted, err = readRole(val)
+		case "option_prefixes":
+			s.OptionPrefixes, err = readStrings(val)
+		case "operands":
+			var list []string
+			if list, err = readStrings(val); err != nil {
+				break
 			}
-			s.Repeat = i
+			for i, o := range list {
+				r, repeat := strings.CutSuffix(o, "...")
+				if !validRole(ArgRole(r)) {
+					return nil, fail(fmt.Sprintf("operands[%d]", i), "%s", roleProblem(ArgRole(r)))
+				}
+				if repeat {
+					if s.Repeat >= 0 {
+						return nil, fail(fmt.Sprintf("operands[%d]", i), `only one operand role may end in "..."`)
+					}
+					s.Repeat = i
+				}
+				s.Operands = append(s.Operands, ArgRole(r))
+			}
+		case "keys":
+			m, isObj := val.(ast.Object)
+			if !isObj {
+				return nil, fail(key, "want an object of roles, not %s", ast.ValueName(val))
+			}
+			s.Keys = make(map[string]ArgRole, m.Len())
+			for _, k := range sortedKeys(m) {
+				r, err := readRole(m.Get(ast.StringTerm(k)).Value)
+				if err != nil {
+					return nil, fail("keys."+k, "%v", err)
+				}
+				s.Keys[k] = r
+			}
+		case "options":
+			err = s.readOptions(val, fail)
+		case "subcommands":
+			err = s.readSubcommands(val, source)
+		default:
+			return nil, fail(key, "unknown key (want one of %s)", strings.Join(specKeys, ", "))
 		}
-		s.Operands = append(s.Operands, ArgRole(r))
-	}
-	if len(j.Options) > 0 {
-		s.Options = make(map[string]*OptionSpec, len(j.Options))
-	}
-	for _, opt := range slices.Sorted(maps.Keys(j.Options)) {
-		if len(opt) < 2 || opt[0] != '-' && !slices.ContainsFunc(j.OptionPrefixes, func(p string) bool { return strings.HasPrefix(opt, p) }) {
-			return nil, specError(source, name, "options: %q is not an option name (it must start with \"-\")", opt)
-		}
-		o, err := readOption(j.Options[opt])
 		if err != nil {
-			return nil, specError(source, name, "options.%s: %v", opt, err)
+			var werr *wire.Error
+			if errors.As(err, &werr) {
+				return nil, err // a subcommand's own error names it already
+			}
+			return nil, fail(key, "%v", err)
+		}
+	}
+	return s, nil
+}
+
+// readOptions reads the options object of s.
+func (s *ProgramSpec) readOptions(v ast.Value, fail func(key, format string, args ...any) error) error {
+	obj, ok := v.(ast.Object)
+	if !ok {
+		return fmt.Errorf("want an object of options, not %s", ast.ValueName(v))
+	}
+	s.Options = make(map[string]*OptionSpec, obj.Len())
+	for _, opt := range sortedKeys(obj) {
+		if len(opt) < 2 || opt[0] != '-' && !slices.ContainsFunc(s.OptionPrefixes, func(p string) bool { return strings.HasPrefix(opt, p) }) {
+			return fail("options", "%q is not an option name (it must start with \"-\")", opt)
+		}
+		o, err := readOption(obj.Get(ast.StringTerm(opt)).Value)
+		if err != nil {
+			return fail("options."+opt, "%v", err)
 		}
 		s.Options[opt] = o
 	}
-	if len(j.Subcommands) > 0 {
-		s.Subcommands = make(map[string]*ProgramSpec, len(j.Subcommands))
+	return nil
+}
+
+// readSubcommands reads the subcommands object of s: specs, and aliases
+// naming one of them.
+func (s *ProgramSpec) readSubcommands(v ast.Value, source string) error {
+	obj, ok := v.(ast.Object)
+	if !ok {
+		return fmt.Errorf("want an object of subcommand specs, not %s", ast.ValueName(v))
 	}
+	s.Subcommands = make(map[string]*ProgramSpec, obj.Len())
 	aliases := map[string]string{}
-	for _, sub := range slices.Sorted(maps.Keys(j.Subcommands)) {
-		v := bytes.TrimSpace(j.Subcommands[sub])
-		if len(v) > 0 && v[0] == '"' {
-			var target string
-			if err := json.Unmarshal(v, &target); err != nil {
-				return nil, specError(source, name, "subcommands.%s: %v", sub, err)
-			}
-			aliases[sub] = target
+	for _, sub := range sortedKeys(obj) {
+		val := obj.Get(ast.StringTerm(sub)).Value
+		if target, isAlias := val.(ast.String); isAlias {
+			aliases[sub] = string(target)
 			continue
 		}
-		c, err := readSpec(v, source, name+" "+sub, s)
+		c, err := readSpec(val, source, s.name+" "+sub, s)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.Subcommands[sub] = c
 	}
 	for _, sub := range slices.Sorted(maps.Keys(aliases)) {
 		c, ok := s.Subcommands[aliases[sub]]
 		if !ok {
-			return nil, specError(source, name, "subcommands.%s: %q is no subcommand spec of %s", sub, aliases[sub], name)
+			return specError(source, s.name, "subcommands.%s: %q is no subcommand spec of %s", sub, aliases[sub], s.name)
 		}
 		s.Subcommands[sub] = c
 	}
-	return s, nil
+	return nil
 }
 
 // readOption reads an option: a role string (one value), a list of roles
-// (several values), null (a flag), or an object.
-func readOption(raw json.RawMessage) (*OptionSpec, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) > 0 && raw[0] == '{' {
-		var j optionJSON
-		if err := strictUnmarshal(raw, &j); err != nil {
-			return nil, err
+// (several values), null (a flag), or an object {value, optional,
+// operands, fills}.
+func readOption(v ast.Value) (*OptionSpec, error) {
+	if obj, ok := v.(ast.Object); ok {
+		o := &OptionSpec{}
+		for _, key := range sortedKeys(obj) {
+			val := obj.Get(ast.StringTerm(key)).Value
+			var err error
+			switch key {
+			case "value":
+				var inner *OptionSpec
+				if _, nested := val.(ast.Object); nested {
+					return nil, fmt.Errorf("value: want a role, a list of roles or null")
+				}
+				inner, err = readOption(val)
+				if err == nil {
+					o.Values = inner.Values
+				}
+			case "optional":
+				o.Optional, err = readBool(val)
+			case "fills":
+				o.Fills, err = readBool(val)
+			case "operands":
+				o.OperandRole, err = readRole(val)
+			default:
+				return nil, fmt.Errorf("unknown key %q (want value, optional, operands or fills)", key)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", key, err)
+			}
 		}
-		o, err := readOption(j.Value)
-		if err != nil {
-			return nil, err
-		}
-		o.Optional, o.OperandRole, o.Fills = j.Optional, j.Operands, j.Fills
-		if o.OperandRole != "" && !validRole(o.OperandRole) {
-			return nil, fmt.Errorf("operands: %s", roleProblem(o.OperandRole))
+		if obj.Len() != len(sortedKeys(obj)) {
+			return nil, fmt.Errorf("an option's keys must be strings")
 		}
 		if o.Optional && len(o.Values) != 1 {
 			return nil, fmt.Errorf("an optional value needs exactly one value role")
@@ -330,18 +427,20 @@ func readOption(raw json.RawMessage) (*OptionSpec, error) {
 		return o, nil
 	}
 	var roles []ArgRole
-	switch {
-	case len(raw) == 0 || string(raw) == "null":
-	case raw[0] == '[':
-		if err := json.Unmarshal(raw, &roles); err != nil {
+	switch x := v.(type) {
+	case ast.Null:
+	case ast.String:
+		roles = []ArgRole{ArgRole(x)}
+	case *ast.Array:
+		list, err := readStrings(x)
+		if err != nil {
 			return nil, err
 		}
-	default:
-		var r ArgRole
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return nil, fmt.Errorf("want a role, a list of roles, null or an object: %v", err)
+		for _, r := range list {
+			roles = append(roles, ArgRole(r))
 		}
-		roles = []ArgRole{r}
+	default:
+		return nil, fmt.Errorf("want a role, a list of roles, null or an object, not %s", ast.ValueName(v))
 	}
 	for _, r := range roles {
 		if !validRole(r) || r == ArgCommand {
@@ -351,17 +450,42 @@ func readOption(raw json.RawMessage) (*OptionSpec, error) {
 	return &OptionSpec{Values: roles}, nil
 }
 
-// strictUnmarshal decodes raw into v, refusing unknown keys.
-func strictUnmarshal(raw []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.DisallowUnknownFields()
-	if err := d.Decode(v); err != nil {
-		return err
+// readBool reads a boolean.
+func readBool(v ast.Value) (bool, error) {
+	b, ok := v.(ast.Boolean)
+	if !ok {
+		return false, fmt.Errorf("want true or false, not %s", ast.ValueName(v))
 	}
-	if d.More() {
-		return fmt.Errorf("trailing data after the value")
+	return bool(b), nil
+}
+
+// readRole reads a role name.
+func readRole(v ast.Value) (ArgRole, error) {
+	s, ok := v.(ast.String)
+	if !ok {
+		return "", fmt.Errorf("want a role, not %s", ast.ValueName(v))
 	}
-	return nil
+	if !validRole(ArgRole(s)) {
+		return "", fmt.Errorf("%s", roleProblem(ArgRole(s)))
+	}
+	return ArgRole(s), nil
+}
+
+// readStrings reads a list of strings.
+func readStrings(v ast.Value) ([]string, error) {
+	arr, ok := v.(*ast.Array)
+	if !ok {
+		return nil, fmt.Errorf("want a list of strings, not %s", ast.ValueName(v))
+	}
+	out := make([]string, 0, arr.Len())
+	for i := range arr.Len() {
+		s, ok := arr.Elem(i).Value.(ast.String)
+		if !ok {
+			return nil, fmt.Errorf("element %d: want a string, not %s", i, ast.ValueName(arr.Elem(i).Value))
+		}
+		out = append(out, string(s))
+	}
+	return out, nil
 }
 
 func validRole(r ArgRole) bool { return slices.Contains(argRoles, r) }

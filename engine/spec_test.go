@@ -19,7 +19,13 @@ import (
 func TestReadProgramsRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, json, want string }{
 		{"not an object", `["ls"]`, "must be an object"},
-		{"unknown key", `{"ls": {"operand": ["read..."]}}`, `unknown field "operand"`},
+		{"unknown key", `{"ls": {"operand": ["read..."]}}`, `operand: unknown key`},
+		{"not JSON", `{"ls": `, "not JSON"},
+		{"program alias to nothing", `{"podman": "docker"}`, `"docker" is no program spec`},
+		{"a spec that is no object", `{"ls": ["read..."]}`, "a spec must be an object"},
+		{"a flag that is no boolean", `{"sort": {"abbreviations": "yes"}}`, "abbreviations: want true or false"},
+		{"unknown option key", `{"x": {"options": {"-o": {"role": "write"}}}}`, `unknown key "role"`},
+		{"operands that are no list", `{"x": {"operands": "read..."}}`, "operands: want a list of strings"},
 		{"unknown operand role", `{"ls": {"operands": ["file..."]}}`, `operands[0]: unknown role "file"`},
 		{"two repeated roles", `{"cp": {"operands": ["read...", "write..."]}}`, `only one operand role may end in "..."`},
 		{"unknown option role", `{"sort": {"options": {"-o": "output"}}}`, `options.-o: unknown role "output"`},
@@ -96,6 +102,9 @@ func TestDefaultPrograms(t *testing.T) {
 		if ps.Lookup(name) == nil {
 			t.Errorf("no default spec of %s", name)
 		}
+	}
+	if ps.Lookup("podman") != ps.Lookup("docker") || ps.Lookup("podman") == nil {
+		t.Error("podman does not share docker's spec")
 	}
 	if ps.Lookup("pip3.12") != ps.Lookup("pip") || ps.Lookup("nosuchprogram") != nil {
 		t.Error("version suffixes are not looked up as their program")
@@ -291,6 +300,24 @@ func TestExtensionPrograms(t *testing.T) {
 	if !errors.As(err, &werr) || werr.Code != wire.CodeBundleInvalid || !strings.Contains(err.Error(), "data.extensions.broken.programs") {
 		t.Errorf("broken spec: %v", err)
 	}
+	// Specs a rule computes are evaluated.
+	ruled := t.TempDir()
+	for file, text := range map[string]string{
+		".manifest":   `{"roots": ["extensions/ruled"]}`,
+		"policy.rego": "package extensions.ruled\n\nprograms[name] := {\"operands\": [\"write...\"]} if some name in [\"deploy\", \"ship\"]\n",
+	} {
+		if err := os.WriteFile(filepath.Join(ruled, file), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pr, err := newPolicy(bundles.Options{IncludeDefault: true, Paths: []string{ruled}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := decide(pr, "ship", "/etc/motd"); res.Decision != wire.Deny {
+		t.Errorf("ship with a computed spec: %s %v", res.Decision, reasonIDs(res.Reasons))
+	}
+
 	other := ext(t, "other", `{"deploy": {}}`)
 	_, err = newPolicy(bundles.Options{IncludeDefault: true, Paths: []string{deploy, other}})
 	if !errors.As(err, &werr) || werr.Code != wire.CodeBundleInvalid || !strings.Contains(err.Error(), "both give a spec of deploy") {
