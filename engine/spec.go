@@ -218,26 +218,14 @@ func readProgramsValue(v ast.Value, source string) (*Programs, error) {
 	if !ok {
 		return nil, specError(source, "", "the programs must be an object of program specs, not %s", ast.ValueName(v))
 	}
-	aliases := map[string]string{}
-	for _, name := range sortedKeys(progs) {
-		v := progs.Get(ast.StringTerm(name)).Value
-		if target, isAlias := v.(ast.String); isAlias {
-			aliases[name] = string(target)
-			continue
-		}
-		s, err := readSpec(v, source, name, nil)
-		if err != nil {
-			return nil, err
-		}
-		ps.specs[name] = s
+	specs, err := readSpecs(progs, source, func(name string) (string, *ProgramSpec) { return name, nil },
+		func(alias, target string) error {
+			return specError(source, alias, "%q is no program spec of %s", target, source)
+		})
+	if err != nil {
+		return nil, err
 	}
-	for _, name := range slices.Sorted(maps.Keys(aliases)) {
-		s, ok := ps.specs[aliases[name]]
-		if !ok {
-			return nil, specError(source, name, "%q is no program spec of %s", aliases[name], source)
-		}
-		ps.specs[name] = s
-	}
+	ps.specs = specs
 	return ps, nil
 }
 
@@ -359,28 +347,42 @@ func (s *ProgramSpec) readSubcommands(v ast.Value, source string) error {
 	if !ok {
 		return fmt.Errorf("want an object of subcommand specs, not %s", ast.ValueName(v))
 	}
-	s.Subcommands = make(map[string]*ProgramSpec, obj.Len())
+	subs, err := readSpecs(obj, source, func(sub string) (string, *ProgramSpec) { return s.name + " " + sub, s },
+		func(alias, target string) error {
+			return specError(source, s.name, "subcommands.%s: %q is no subcommand spec of %s", alias, target, s.name)
+		})
+	s.Subcommands = subs
+	return err
+}
+
+// readSpecs reads an object of specs by name, where a string value is an
+// alias naming another entry of the same object, whose spec it shares.
+// naming gives an entry's full name and parent; unknown is the error of
+// an alias to no entry.
+func readSpecs(obj ast.Object, source string, naming func(string) (string, *ProgramSpec), unknown func(alias, target string) error) (map[string]*ProgramSpec, error) {
+	specs := make(map[string]*ProgramSpec, obj.Len())
 	aliases := map[string]string{}
-	for _, sub := range sortedKeys(obj) {
-		val := obj.Get(ast.StringTerm(sub)).Value
+	for _, key := range sortedKeys(obj) {
+		val := obj.Get(ast.StringTerm(key)).Value
 		if target, isAlias := val.(ast.String); isAlias {
-			aliases[sub] = string(target)
+			aliases[key] = string(target)
 			continue
 		}
-		c, err := readSpec(val, source, s.name+" "+sub, s)
+		name, parent := naming(key)
+		spec, err := readSpec(val, source, name, parent)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		s.Subcommands[sub] = c
+		specs[key] = spec
 	}
-	for _, sub := range slices.Sorted(maps.Keys(aliases)) {
-		c, ok := s.Subcommands[aliases[sub]]
+	for _, alias := range slices.Sorted(maps.Keys(aliases)) {
+		spec, ok := specs[aliases[alias]]
 		if !ok {
-			return specError(source, s.name, "subcommands.%s: %q is no subcommand spec of %s", sub, aliases[sub], s.name)
+			return nil, unknown(alias, aliases[alias])
 		}
-		s.Subcommands[sub] = c
+		specs[alias] = spec
 	}
-	return nil
+	return specs, nil
 }
 
 // readOption reads an option: a role string (one value), a list of roles
