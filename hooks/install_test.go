@@ -121,12 +121,12 @@ func TestInstallRefusesInvalidJSON(t *testing.T) {
 
 func TestIsOurs(t *testing.T) {
 	for cmd, want := range map[string]bool{
-		"avfs hook claude-code":                    true,
+		"avfs hook claude-code":                     true,
 		"/usr/bin/avfs hook claude-code --headless": true,
-		"'/a b/avfs' --vault x hook claude-code":   false, // quoted path with a space: not recognised, so added again
-		"avfs hook codex":                          false,
-		"myavfs hook claude-code":                  false,
-		"avfs hook":                                false,
+		"'/a b/avfs' --vault x hook claude-code":    false, // quoted path with a space: not recognised, so added again
+		"avfs hook codex":                           false,
+		"myavfs hook claude-code":                   false,
+		"avfs hook":                                 false,
 	} {
 		if got := isOurs(ClaudeCode, cmd); got != want {
 			t.Errorf("isOurs(%q) = %v", cmd, got)
