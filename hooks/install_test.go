@@ -133,3 +133,14 @@ func TestIsOurs(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallResultGolden pins the --json document of `avfs hook install`.
+func TestInstallResultGolden(t *testing.T) {
+	res := InstallResult{Harness: Codex, Path: "/home/u/proj/.codex/hooks.json", Changed: true, DryRun: true,
+		Settings: json.RawMessage(`{"hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"/usr/local/bin/avfs hook codex"}]}]}}`)}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "install/result.json", Answer{Stdout: append(b, '\n')})
+}
