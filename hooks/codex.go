@@ -49,7 +49,38 @@ type CodexHookOutput struct {
 	UpdatedInput             *CodexToolInput `json:"updatedInput,omitempty"`
 }
 
-const codexPre = "PreToolUse"
+// CodexBehavior is a PermissionRequest decision's behavior.
+type CodexBehavior string
+
+// Codex's PermissionRequest behaviors.
+const (
+	CodexBehaviorAllow CodexBehavior = "allow" // approve without asking
+	CodexBehaviorDeny  CodexBehavior = "deny"  // refuse; the message goes to the model
+)
+
+// CodexPermissionOutput is the JSON a Codex PermissionRequest hook
+// prints (exit 0); no output leaves the approval to Codex.
+type CodexPermissionOutput struct {
+	HookSpecificOutput CodexPermissionHookOutput `json:"hookSpecificOutput"`
+}
+
+// CodexPermissionHookOutput is the hookSpecificOutput of
+// CodexPermissionOutput.
+type CodexPermissionHookOutput struct {
+	HookEventName string                  `json:"hookEventName"`
+	Decision      CodexPermissionDecision `json:"decision"`
+}
+
+// CodexPermissionDecision is a PermissionRequest decision.
+type CodexPermissionDecision struct {
+	Behavior CodexBehavior `json:"behavior"`
+	Message  string        `json:"message,omitempty"`
+}
+
+const (
+	codexPre        = "PreToolUse"
+	codexPermission = "PermissionRequest"
+)
 
 // blockCodex is a deny with the reason: Codex proceeds on any other
 // failure, exit 2 included in some versions, so the block is the JSON.
@@ -69,10 +100,12 @@ func handleCodex(ctx context.Context, d Decider, o Options, payload []byte) (Ans
 	switch {
 	case in.HookEventName == "":
 		return Answer{}, errors.New("the hook payload has no hook_event_name")
-	case in.HookEventName != codexPre || in.ToolName != "Bash":
+	case in.ToolName != "Bash" || (in.HookEventName != codexPre && in.HookEventName != codexPermission):
 		return Answer{}, nil // no rules for other tools or events: no opinion
 	case strings.TrimSpace(in.ToolInput.Command) == "":
 		return Answer{}, errors.New("tool_input has no command")
+	case in.HookEventName == codexPermission:
+		return codexPermissionAnswer(ctx, d, o, in)
 	}
 	c := Command{Script: in.ToolInput.Command, Cwd: vaultCwd(projectOf(o, in.Cwd), in.Cwd)}
 	p, err := decideShell(ctx, d, o, c)
@@ -94,4 +127,41 @@ func handleCodex(ctx context.Context, d Decider, o Options, payload []byte) (Ans
 	}
 	b, err := marshal(CodexOutput{HookSpecificOutput: out})
 	return Answer{Stdout: b}, err
+}
+
+// codexPermissionAnswer answers Codex's PermissionRequest, which comes
+// when Codex would ask a person to approve a shell command:
+//
+//   - a command PreToolUse rewrote (exactly: see ParseRewrite) is
+//     allowed: proxy exec decides it again, checks its approval and holds
+//     it in its sandbox;
+//   - any other command is decided: deny, and a pending approval, refuse
+//     it with the reason (how the approval is granted); allow and a
+//     granted approval give no opinion, so Codex asks as it would — avfs
+//     never approves a command that would run outside it.
+//
+// An error is a deny (the caller's block would be a PreToolUse answer,
+// which Codex ignores here and asks the person).
+func codexPermissionAnswer(ctx context.Context, d Decider, o Options, in CodexInput) (Answer, error) {
+	answer := func(b CodexBehavior, msg string) (Answer, error) {
+		out, err := marshal(CodexPermissionOutput{HookSpecificOutput: CodexPermissionHookOutput{HookEventName: codexPermission,
+			Decision: CodexPermissionDecision{Behavior: b, Message: msg}}})
+		return Answer{Stdout: out}, err
+	}
+	if vault, _, approval, ok := ParseRewrite(o.Exe, in.ToolInput.Command); ok {
+		msg := "avfs: runs through avfs proxy exec in vault " + vault + ", which decides it again and holds it in its sandbox"
+		if approval != "" {
+			msg += " (under approval " + approval + ")"
+		}
+		return answer(CodexBehaviorAllow, msg)
+	}
+	c := Command{Script: in.ToolInput.Command, Cwd: vaultCwd(projectOf(o, in.Cwd), in.Cwd)}
+	p, err := decideShell(ctx, d, o, c)
+	if err != nil {
+		return answer(CodexBehaviorDeny, fmt.Sprintf("avfs hook failed: %v; the command is blocked", err))
+	}
+	if p.kind == planAllow {
+		return Answer{}, nil
+	}
+	return answer(CodexBehaviorDeny, p.reason)
 }

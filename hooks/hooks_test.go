@@ -274,3 +274,70 @@ func TestVaultCwd(t *testing.T) {
 		}
 	}
 }
+
+func TestParseRewrite(t *testing.T) {
+	const exe = "/usr/local/bin/avfs"
+	for _, c := range []struct {
+		c        Command
+		approval string
+	}{
+		{Command{Script: "ls", Cwd: "/"}, ""},
+		{Command{Script: "echo 'a b' \"$HOME\" `id` $(id); x", Cwd: "/a b", Timeout: 2 * time.Minute}, "ap-1"},
+		{Command{Script: "it's\nnew line", Cwd: "/src"}, ""},
+	} {
+		line := Rewrite(exe, "my vault", c.c, c.approval)
+		vault, got, approval, ok := ParseRewrite(exe, line)
+		if !ok || vault != "my vault" || got != c.c || approval != c.approval {
+			t.Errorf("%q: %v %q %+v %q", line, ok, vault, got, approval)
+		}
+	}
+	good := Rewrite(exe, "default", Command{Script: "ls -l", Cwd: "/"}, "")
+	for _, bad := range []string{
+		good + "; rm -rf ~",
+		good + " && rm -rf ~",
+		good + " > /etc/passwd",
+		good + " &",
+		"X=1 " + good,
+		"! " + good,
+		strings.Replace(good, exe, "/tmp/avfs", 1),
+		strings.Replace(good, "'ls -l'", "\"$(rm -rf ~)\"", 1),
+		strings.Replace(good, "'ls -l'", "$'ls -l'", 1),
+		strings.Replace(good, "'ls -l'", "ls\\ -l", 1), // the same word, spelt otherwise
+		strings.Replace(good, "--shell", "--sandbox none --shell", 1),
+		strings.Replace(good, "--cwd /", "--cwd  /", 1),
+		"ls",
+		"",
+	} {
+		if _, _, _, ok := ParseRewrite(exe, bad); ok {
+			t.Errorf("taken for a rewrite: %q", bad)
+		}
+	}
+}
+
+// TestCodexPermissionRequest: a raw command is answered from the
+// decision and the approval store; avfs's own rewrite is approved
+// without asking the decider; an error is a deny.
+func TestCodexPermissionRequest(t *testing.T) {
+	payload := readPayload(t, Codex, "permission_request.json")
+	for name, v := range verdicts {
+		t.Run(name, func(t *testing.T) {
+			a := Run(context.Background(), Codex, &fakeDecider{verdict: v}, testOptions, bytes.NewReader(payload))
+			golden(t, filepath.Join("codex", "permission_"+name+".out"), a)
+		})
+	}
+	rewrite := Rewrite(testOptions.Exe, "default", Command{Script: "curl -sI https://example.com", Cwd: "/"}, "ap-0123456789abcdef")
+	in, _ := json.Marshal(CodexInput{Cwd: "/home/u/proj", HookEventName: "PermissionRequest", ToolName: "Bash", ToolInput: CodexToolInput{Command: rewrite}})
+	d := &fakeDecider{err: errors.New("must not be asked")}
+	a := Run(context.Background(), Codex, d, testOptions, bytes.NewReader(in))
+	golden(t, "codex/permission_rewrite.out", a)
+	if len(d.asked) != 0 {
+		t.Error("the decider was asked about avfs's own rewrite")
+	}
+	// Not quite the rewrite: decided like any command.
+	in, _ = json.Marshal(CodexInput{Cwd: "/home/u/proj", HookEventName: "PermissionRequest", ToolName: "Bash", ToolInput: CodexToolInput{Command: rewrite + "; rm -rf ~"}})
+	a = Run(context.Background(), Codex, &fakeDecider{err: errors.New("vault_busy")}, testOptions, bytes.NewReader(in))
+	var out CodexPermissionOutput
+	if err := json.Unmarshal(a.Stdout, &out); err != nil || out.HookSpecificOutput.Decision.Behavior != CodexBehaviorDeny || !strings.Contains(out.HookSpecificOutput.Decision.Message, "vault_busy") {
+		t.Errorf("error: %s %v", a.Stdout, err)
+	}
+}

@@ -30,7 +30,7 @@ type hookEntry struct {
 
 var hookEntries = map[Harness][]hookEntry{
 	ClaudeCode: {{claudePre, claudeBash}, {claudePost, claudeBash}},
-	Codex:      {{codexPre, "Bash"}},
+	Codex:      {{codexPre, "Bash"}, {codexPermission, "Bash"}},
 	Gemini:     {{geminiBefore, geminiShell}},
 }
 
