@@ -26,6 +26,7 @@ type fakeDecider struct {
 	err     error
 	panics  bool
 	hangs   bool
+	release chan struct{} // ends a hanging Decide (nil: never)
 	asked   []Command
 }
 
@@ -36,7 +37,8 @@ func (f *fakeDecider) Decide(ctx context.Context, c Command) (Verdict, error) {
 		panic("decider broke")
 	case f.hangs:
 		<-ctx.Done()
-		select {} // a decider that ignores its context too
+		<-f.release // a decider that ignores its context too
+		return Verdict{}, ctx.Err()
 	case f.err != nil:
 		return Verdict{}, f.err
 	}
@@ -218,7 +220,10 @@ func TestFailClosed(t *testing.T) {
 				if c.name != "timeout" {
 					o.Timeout = 10 * time.Second
 				}
-				a := Run(context.Background(), h, c.decider, o, strings.NewReader(stdin))
+				d := *c.decider // each run its own: a hanging one outlives its run
+				d.release = make(chan struct{})
+				t.Cleanup(func() { close(d.release) })
+				a := Run(context.Background(), h, &d, o, strings.NewReader(stdin))
 				checkBlocked(t, h, a, c.want)
 			})
 		}
