@@ -70,11 +70,40 @@ type ClaudeHookOutput struct {
 	AdditionalContext        string           `json:"additionalContext,omitempty"`
 }
 
+// ClaudePermissionOutput is the JSON a Claude Code PermissionRequest
+// hook prints (exit 0); no output leaves the dialog to the person.
+type ClaudePermissionOutput struct {
+	HookSpecificOutput ClaudePermissionHookOutput `json:"hookSpecificOutput"`
+}
+
+// ClaudePermissionHookOutput is the hookSpecificOutput of
+// ClaudePermissionOutput.
+type ClaudePermissionHookOutput struct {
+	HookEventName string                   `json:"hookEventName"`
+	Decision      ClaudePermissionDecision `json:"decision"`
+}
+
+// ClaudeBehavior is a PermissionRequest decision's behavior.
+type ClaudeBehavior string
+
+// Claude Code's PermissionRequest behaviors.
+const (
+	ClaudeBehaviorAllow ClaudeBehavior = "allow" // approve; the dialog is not shown
+	ClaudeBehaviorDeny  ClaudeBehavior = "deny"  // refuse; the message goes to Claude
+)
+
+// ClaudePermissionDecision is a PermissionRequest decision.
+type ClaudePermissionDecision struct {
+	Behavior ClaudeBehavior `json:"behavior"`
+	Message  string         `json:"message,omitempty"`
+}
+
 // Claude Code's hook events that avfs answers, and its shell tool.
 const (
-	claudePre  = "PreToolUse"
-	claudePost = "PostToolUse"
-	claudeBash = "Bash"
+	claudePre        = "PreToolUse"
+	claudePost       = "PostToolUse"
+	claudePermission = "PermissionRequest"
+	claudeBash       = "Bash"
 )
 
 // blockClaude is exit 2 with the reason on stderr: it blocks a PreToolUse
@@ -93,8 +122,8 @@ func handleClaude(ctx context.Context, d Decider, o Options, payload []byte) (An
 		return Answer{}, nil // no rules for other tools: no opinion
 	case in.HookEventName == claudePost:
 		return claudePostAnswer(in)
-	case in.HookEventName != claudePre:
-		return Answer{}, nil // PermissionRequest and the rest: no opinion (see docs/integrations.md)
+	case in.HookEventName != claudePre && in.HookEventName != claudePermission:
+		return Answer{}, nil // other events: no opinion
 	}
 	var bash ClaudeBashInput
 	if err := decodeStrict(in.ToolInput, &bash); err != nil {
@@ -102,6 +131,9 @@ func handleClaude(ctx context.Context, d Decider, o Options, payload []byte) (An
 	}
 	if strings.TrimSpace(bash.Command) == "" {
 		return Answer{}, errors.New("tool_input has no command")
+	}
+	if in.HookEventName == claudePermission {
+		return claudePermissionAnswer(ctx, d, o, in, bash)
 	}
 	c := Command{Script: bash.Command, Cwd: vaultCwd(projectOf(o, in.Cwd), in.Cwd)}
 	if bash.Timeout != nil && *bash.Timeout > 0 {
@@ -214,4 +246,51 @@ func envelopeContext(env *wire.Envelope) string {
 		fmt.Fprintf(&b, " Undo with: avfs --vault %s checkpoint restore %d", Quote(env.Vault), env.Checkpoint.ID)
 	}
 	return b.String()
+}
+
+// claudePermissionAnswer answers the permission dialog Claude Code is
+// about to show for a Bash call:
+//
+//   - avfs's own rewrite (exactly: see ParseRewrite) carrying --approval
+//     is allowed once that approval is granted, and left to the person
+//     while it is pending (they grant it, then accept); a rewrite without
+//     one is left to the person too (their own ask rules showed the
+//     dialog, and avfs does not overrule them);
+//   - any other command is decided: deny, and a pending approval, refuse
+//     it with the reason; allow and a granted approval leave the dialog
+//     to the person (avfs never approves a command that would run outside
+//     it).
+//
+// An error while deciding is a deny.
+func claudePermissionAnswer(ctx context.Context, d Decider, o Options, in ClaudeInput, bash ClaudeBashInput) (Answer, error) {
+	answer := func(b ClaudeBehavior, msg string) (Answer, error) {
+		out, err := marshal(ClaudePermissionOutput{HookSpecificOutput: ClaudePermissionHookOutput{HookEventName: claudePermission,
+			Decision: ClaudePermissionDecision{Behavior: b, Message: msg}}})
+		return Answer{Stdout: out}, err
+	}
+	failed := func(err error) (Answer, error) {
+		return answer(ClaudeBehaviorDeny, fmt.Sprintf("avfs hook failed: %v; the command is blocked", err))
+	}
+	if vault, c, approval, ok := ParseRewrite(o.Exe, bash.Command); ok {
+		if approval == "" {
+			return Answer{}, nil
+		}
+		v, err := d.Decide(ctx, c)
+		if err != nil {
+			return failed(err)
+		}
+		if v.Vault == vault && v.Decision == wire.RequireApproval && v.Approval != nil && v.Approval.ID == approval && v.Approval.Status == "granted" {
+			return answer(ClaudeBehaviorAllow, "") // an allow carries no message
+		}
+		return Answer{}, nil
+	}
+	c := Command{Script: bash.Command, Cwd: vaultCwd(projectOf(o, in.Cwd), in.Cwd)}
+	p, err := decideShell(ctx, d, o, c)
+	if err != nil {
+		return failed(err)
+	}
+	if p.kind == planAllow {
+		return Answer{}, nil
+	}
+	return answer(ClaudeBehaviorDeny, p.reason)
 }

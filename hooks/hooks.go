@@ -29,8 +29,8 @@ type Harness string
 
 // Harnesses.
 const (
-	ClaudeCode Harness = "claude-code" // Claude Code: PreToolUse, PostToolUse
-	Codex      Harness = "codex"       // OpenAI Codex CLI: PreToolUse
+	ClaudeCode Harness = "claude-code" // Claude Code: PreToolUse, PostToolUse, PermissionRequest
+	Codex      Harness = "codex"       // OpenAI Codex CLI: PreToolUse, PermissionRequest
 	Gemini     Harness = "gemini"      // Gemini CLI: BeforeTool
 )
 

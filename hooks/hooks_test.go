@@ -153,7 +153,6 @@ func TestNoOpinion(t *testing.T) {
 		payload string
 	}{
 		{ClaudeCode, "pre_edit.json"},
-		{ClaudeCode, "permission_request.json"},
 		{ClaudeCode, "post_bash_plain.json"},
 		{Codex, "pre_apply_patch.json"},
 		{Gemini, "before_write_file.json"},
@@ -343,6 +342,46 @@ func TestCodexPermissionRequest(t *testing.T) {
 	a = Run(context.Background(), Codex, &fakeDecider{err: errors.New("vault_busy")}, testOptions, bytes.NewReader(in))
 	var out CodexPermissionOutput
 	if err := json.Unmarshal(a.Stdout, &out); err != nil || out.HookSpecificOutput.Decision.Behavior != CodexBehaviorDeny || !strings.Contains(out.HookSpecificOutput.Decision.Message, "vault_busy") {
+		t.Errorf("error: %s %v", a.Stdout, err)
+	}
+}
+
+// TestClaudePermissionRequest: a raw command is answered from the
+// decision; avfs's rewrite with a granted approval is allowed, with a
+// pending one (or none) left to the person.
+func TestClaudePermissionRequest(t *testing.T) {
+	payload := readPayload(t, ClaudeCode, "permission_request.json")
+	for name, v := range verdicts {
+		t.Run(name, func(t *testing.T) {
+			a := Run(context.Background(), ClaudeCode, &fakeDecider{verdict: v}, testOptions, bytes.NewReader(payload))
+			golden(t, filepath.Join("claude-code", "permission_"+name+".out"), a)
+		})
+	}
+	rewrite := func(approval string) []byte {
+		cmd := Rewrite(testOptions.Exe, "default", Command{Script: "curl https://example.com", Cwd: "/"}, approval)
+		ti, _ := json.Marshal(ClaudeBashInput{Command: cmd})
+		b, _ := json.Marshal(ClaudeInput{Cwd: "/home/u/proj", HookEventName: "PermissionRequest", ToolName: "Bash", ToolInput: ti})
+		return b
+	}
+	a := Run(context.Background(), ClaudeCode, &fakeDecider{verdict: verdicts["approval_granted"]}, testOptions, bytes.NewReader(rewrite("ap-0123456789abcdef")))
+	golden(t, "claude-code/permission_rewrite_granted.out", a)
+	for name, c := range map[string]struct {
+		v        Verdict
+		approval string
+	}{
+		"pending":       {verdicts["require_approval"], "ap-0123456789abcdef"},
+		"another id":    {verdicts["approval_granted"], "ap-ffffffffffffffff"},
+		"no approval":   {verdicts["allow"], ""},
+		"another vault": {Verdict{Decision: wire.RequireApproval, Vault: "other", Approval: &Approval{ID: "ap-0123456789abcdef", Status: "granted"}}, "ap-0123456789abcdef"},
+	} {
+		a := Run(context.Background(), ClaudeCode, &fakeDecider{verdict: c.v}, testOptions, bytes.NewReader(rewrite(c.approval)))
+		if a.Exit != 0 || len(a.Stdout) != 0 {
+			t.Errorf("%s: %+v", name, a)
+		}
+	}
+	a = Run(context.Background(), ClaudeCode, &fakeDecider{err: errors.New("vault_busy")}, testOptions, bytes.NewReader(payload))
+	var out ClaudePermissionOutput
+	if err := json.Unmarshal(a.Stdout, &out); err != nil || out.HookSpecificOutput.Decision.Behavior != ClaudeBehaviorDeny || !strings.Contains(out.HookSpecificOutput.Decision.Message, "vault_busy") {
 		t.Errorf("error: %s %v", a.Stdout, err)
 	}
 }

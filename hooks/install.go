@@ -29,7 +29,7 @@ type hookEntry struct {
 }
 
 var hookEntries = map[Harness][]hookEntry{
-	ClaudeCode: {{claudePre, claudeBash}, {claudePost, claudeBash}},
+	ClaudeCode: {{claudePre, claudeBash}, {claudePost, claudeBash}, {claudePermission, claudeBash}},
 	Codex:      {{codexPre, "Bash"}, {codexPermission, "Bash"}},
 	Gemini:     {{geminiBefore, geminiShell}},
 }

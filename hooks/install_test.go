@@ -81,7 +81,7 @@ func TestInstallMerge(t *testing.T) {
 		t.Fatalf("%+v %v", res, err)
 	}
 	b, _ = os.ReadFile(path)
-	if strings.Count(string(b), "hook claude-code") != 2 || strings.Contains(string(b), installCmd) {
+	if strings.Count(string(b), "hook claude-code") != 3 || strings.Contains(string(b), installCmd) {
 		t.Errorf("replace:\n%s", b)
 	}
 }

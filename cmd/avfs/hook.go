@@ -110,12 +110,13 @@ func hookInstallCommand(e *env) *cli.Command {
 		Name:      "install",
 		Usage:     "register avfs's hook in a harness's settings (merged, idempotent)",
 		UsageText: "avfs [--vault NAME] hook install claude-code|codex|gemini [--project DIR | --user] [--headless] [--dry-run]",
-		Description: `Adds avfs's hook to .claude/settings.json (PreToolUse and PostToolUse on Bash),
-.codex/hooks.json (PreToolUse and PermissionRequest on Bash) or .gemini/settings.json (BeforeTool on
-run_shell_command), in the project directory (default: the current one) or,
-with --user, in your home. Other settings and hooks are kept; running it again
-changes nothing. A settings file that is not valid JSON is refused, never
-overwritten. The hook runs this avfs binary, with --vault when given.`,
+		Description: `Adds avfs's hook to .claude/settings.json (PreToolUse, PostToolUse and
+PermissionRequest on Bash), .codex/hooks.json (PreToolUse and PermissionRequest
+on Bash) or .gemini/settings.json (BeforeTool on run_shell_command), in the
+project directory (default: the current one) or, with --user, in your home.
+Other settings and hooks are kept; running it again changes nothing. A
+settings file that is not valid JSON is refused, never overwritten. The hook
+runs this avfs binary, with --vault when given.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "project", Value: ".", Usage: "install in the project `DIR`"},
 			&cli.BoolFlag{Name: "user", Usage: "install in your home's settings instead of a project's"},

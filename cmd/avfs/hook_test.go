@@ -149,6 +149,13 @@ func TestHookApproval(t *testing.T) {
 	if ans.PermissionDecision != hooks.ClaudeAllow || !strings.Contains(ans.UpdatedInput.Command, "--approval "+id) {
 		t.Fatalf("granted: %+v", ans)
 	}
+	// The permission dialog for that rewrite: approved, since the approval is granted.
+	ti, _ := json.Marshal(hooks.ClaudeBashInput{Command: ans.UpdatedInput.Command})
+	perm, _ := json.Marshal(hooks.ClaudeInput{Cwd: "/home/u/proj/src", HookEventName: "PermissionRequest", ToolName: "Bash", ToolInput: ti})
+	pr := a.exec(perm, "--vault", "hooked", "hook", "claude-code", "--project", "/home/u/proj")
+	if pr.code != 0 || !bytes.Contains(pr.stdout, []byte(`"behavior":"allow"`)) {
+		t.Fatalf("permission request: %d %s %s", pr.code, pr.stdout, pr.stderr)
+	}
 	env, raw := a.runRewrite(ans.UpdatedInput.Command)
 	if env.Approval == nil || env.Approval.ID != id || env.Approval.Status != "used" || env.Process == nil || env.Process.ExitCode != 0 {
 		t.Fatalf("approved run: %s", raw)
