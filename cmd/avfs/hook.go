@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/urfave/cli/v2"
+
+	"avfs/hooks"
+	"avfs/runner"
+	"avfs/wire"
+)
+
+func hookCommand(e *env) *cli.Command {
+	subs := []*cli.Command{}
+	for _, h := range hooks.Harnesses {
+		subs = append(subs, hookHarnessCommand(e, h))
+	}
+	subs = append(subs, hookInstallCommand(e))
+	return &cli.Command{
+		Name:  "hook",
+		Usage: "answer an agent harness's tool hooks with the policy (Claude Code, Codex, Gemini CLI)",
+		Description: `A harness runs "avfs hook HARNESS" before a tool call, with the call's JSON on
+stdin. Shell commands the policy lets run are rewritten to run through
+"avfs proxy exec" in the vault; denied ones are blocked with the rules
+that fired; require_approval waits for "avfs approval grant". Any failure
+blocks the call. "avfs hook install HARNESS" registers the hook.
+See docs/integrations.md.`,
+		Subcommands: subs,
+	}
+}
+
+func hookHarnessCommand(e *env, h hooks.Harness) *cli.Command {
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "project", Usage: "the host `DIR` that is the vault's root: a cwd beneath it runs in the same vault directory (default: $CLAUDE_PROJECT_DIR or $GEMINI_PROJECT_DIR, else the hook's cwd)"},
+		&cli.DurationFlag{Name: "timeout", Value: hooks.DefaultTimeout, Usage: "block the call when no decision came within `DURATION`"},
+	}
+	if h == hooks.ClaudeCode {
+		flags = append(flags, &cli.BoolFlag{Name: "headless", Usage: "no person to ask (claude -p): require_approval answers defer instead of ask"})
+	}
+	return &cli.Command{
+		Name:      string(h),
+		Usage:     "answer one " + string(h) + " hook (JSON on stdin, the answer on stdout)",
+		UsageText: "avfs [--vault NAME] hook " + string(h) + " [options] < payload.json",
+		Flags:     append(flags, bundleFlags()...),
+		Action: func(c *cli.Context) error {
+			exe, _ := os.Executable()
+			project := c.String("project")
+			if project == "" {
+				project = os.Getenv("CLAUDE_PROJECT_DIR")
+				if h == hooks.Gemini {
+					project = os.Getenv("GEMINI_PROJECT_DIR")
+				}
+			}
+			o := hooks.Options{Exe: exe, Project: project, Headless: c.Bool("headless"), Timeout: c.Duration("timeout")}
+			d := &runnerDecider{e: e, c: c}
+			a := hooks.Run(c.Context, h, d, o, e.stdin)
+			e.printed = true // the answer is the harness's document, --json or not
+			if _, err := e.stdout.Write(a.Stdout); err != nil {
+				return &exitStatus{code: 2}
+			}
+			io.WriteString(e.stderr, a.Stderr)
+			return &exitStatus{code: a.Exit}
+		},
+	}
+}
+
+// runnerDecider decides as proxy exec does (runner.Precheck), with the
+// runner proxy exec would build; it builds it on first use, so that a
+// config or key that cannot be read is an error of Decide, which blocks
+// the call.
+type runnerDecider struct {
+	e    *env
+	c    *cli.Context
+	once sync.Once
+	r    *runner.Runner
+	err  error
+}
+
+func (d *runnerDecider) Decide(ctx context.Context, cmd hooks.Command) (hooks.Verdict, error) {
+	d.once.Do(func() { d.r, d.err = d.e.proxyRunner(d.c) })
+	if d.err != nil {
+		return hooks.Verdict{}, d.err
+	}
+	timeout := cmd.Timeout
+	if timeout <= 0 {
+		timeout = runner.DefaultTimeout
+	}
+	// The request the rewritten `proxy exec --shell` makes: its argv is
+	// the empty list, not nil (the approval's digest tells them apart).
+	req := runner.Request{Vault: d.e.vaultName(), Argv: []string{}, Shell: cmd.Script, Cwd: cmd.Cwd, Timeout: timeout, ApprovalTTL: runner.DefaultTTL}
+	pc, err := d.r.Precheck(ctx, req)
+	if err != nil {
+		return hooks.Verdict{}, err
+	}
+	v := hooks.Verdict{Decision: pc.Decision, Reasons: pc.Reasons, Vault: pc.Vault}
+	if a := pc.Approval; a != nil {
+		v.Approval = &hooks.Approval{ID: a.ID, Status: a.Status}
+	}
+	return v, nil
+}
+
+func hookInstallCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "install",
+		Usage:     "register avfs's hook in a harness's settings (merged, idempotent)",
+		UsageText: "avfs [--vault NAME] hook install claude-code|codex|gemini [--project DIR | --user] [--headless] [--dry-run]",
+		Description: `Adds avfs's hook to .claude/settings.json (PreToolUse, PostToolUse and
+PermissionRequest on Bash), .codex/hooks.json (PreToolUse and PermissionRequest
+on Bash) or .gemini/settings.json (BeforeTool on run_shell_command), in the
+project directory (default: the current one) or, with --user, in your home.
+Other settings and hooks are kept; running it again changes nothing. A
+settings file that is not valid JSON is refused, never overwritten. The hook
+runs this avfs binary, with --vault when given.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "project", Value: ".", Usage: "install in the project `DIR`"},
+			&cli.BoolFlag{Name: "user", Usage: "install in your home's settings instead of a project's"},
+			&cli.BoolFlag{Name: "headless", Usage: "claude-code: the hook answers require_approval with defer (for claude -p)"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "print the settings file as it would be written; write nothing"},
+		},
+		Action: func(c *cli.Context) error {
+			a, err := args(c, 1, 1, "HARNESS")
+			if err != nil {
+				return err
+			}
+			h := hooks.Harness(a[0])
+			if c.IsSet("project") && c.Bool("user") {
+				return usageError("hook install: give --project or --user, not both")
+			}
+			if c.Bool("headless") && h != hooks.ClaudeCode {
+				return usageError("hook install: --headless is for claude-code only")
+			}
+			dir, err := filepath.Abs(c.String("project"))
+			if err != nil {
+				return err
+			}
+			if c.Bool("user") {
+				if dir, err = os.UserHomeDir(); err != nil {
+					return wire.Errorf(wire.CodeInvalidInput, "hook install --user: no home directory: %v", err)
+				}
+			}
+			path, err := hooks.SettingsPath(h, dir)
+			if err != nil {
+				return err
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return wire.Errorf(wire.CodeInternal, "hook install: where is avfs: %v", err)
+			}
+			parts := []string{hooks.Quote(exe)}
+			if e.vault != "" {
+				parts = append(parts, "--vault", hooks.Quote(e.vault))
+			}
+			parts = append(parts, "hook", string(h))
+			if c.Bool("headless") {
+				parts = append(parts, "--headless")
+			}
+			res, err := hooks.Install(h, path, strings.Join(parts, " "), c.Bool("dry-run"))
+			if err != nil {
+				return err
+			}
+			return e.emit(res, func(w io.Writer) error {
+				switch {
+				case !res.Changed:
+					fmt.Fprintf(w, "avfs's %s hook is already in %s: nothing to do\n", h, path)
+				case res.DryRun:
+					fmt.Fprintf(w, "would write %s:\n%s\n", path, res.Settings)
+				default:
+					fmt.Fprintf(w, "added avfs's %s hook to %s\n", h, path)
+				}
+				return nil
+			})
+		},
+	}
+}

@@ -1,0 +1,77 @@
+package hooks
+
+import (
+	"strings"
+	"time"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// ParseRewrite reads back a command Rewrite made for the avfs binary exe:
+// the vault, the command and the approval id. ok is false for anything
+// else — another program, more than one simple command, redirections,
+// expansions, or any difference at all from what Rewrite writes for
+// those values — so that a command that merely starts like a rewrite
+// (`avfs … --shell 'ls'; rm -rf ~`) is never taken for one.
+func ParseRewrite(exe, command string) (vault string, c Command, approvalID string, ok bool) {
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX)).Parse(strings.NewReader(command), "")
+	if err != nil || len(f.Stmts) != 1 {
+		return "", Command{}, "", false
+	}
+	st := f.Stmts[0]
+	call, isCall := st.Cmd.(*syntax.CallExpr)
+	if !isCall || st.Negated || st.Background || st.Coprocess || st.Disown || len(st.Redirs) > 0 || len(call.Assigns) > 0 {
+		return "", Command{}, "", false
+	}
+	args := make([]string, 0, len(call.Args))
+	for _, w := range call.Args {
+		// Only literal words: unquoted text (a backslash quotes the next
+		// character) and '…'. The final comparison with Rewrite's own
+		// output rejects any spelling Rewrite does not write.
+		var b strings.Builder
+		for _, p := range w.Parts {
+			switch p := p.(type) {
+			case *syntax.Lit:
+				v := p.Value
+				for i := 0; i < len(v); i++ {
+					if v[i] == '\\' && i+1 < len(v) {
+						i++
+					}
+					b.WriteByte(v[i])
+				}
+			case *syntax.SglQuoted:
+				if p.Dollar {
+					return "", Command{}, "", false
+				}
+				b.WriteString(p.Value)
+			default:
+				return "", Command{}, "", false
+			}
+		}
+		args = append(args, b.String())
+	}
+	// exe --vault V --json proxy exec --cwd C [--timeout T] [--approval A] --shell S
+	if len(args) < 10 || args[0] != exe || args[1] != "--vault" || args[3] != "--json" || args[4] != "proxy" || args[5] != "exec" || args[6] != "--cwd" {
+		return "", Command{}, "", false
+	}
+	vault, c.Cwd = args[2], args[7]
+	rest := args[8:]
+	if len(rest) >= 2 && rest[0] == "--timeout" {
+		d, err := time.ParseDuration(rest[1])
+		if err != nil || d <= 0 {
+			return "", Command{}, "", false
+		}
+		c.Timeout, rest = d, rest[2:]
+	}
+	if len(rest) >= 2 && rest[0] == "--approval" {
+		approvalID, rest = rest[1], rest[2:]
+	}
+	if len(rest) != 2 || rest[0] != "--shell" {
+		return "", Command{}, "", false
+	}
+	c.Script = rest[1]
+	if Rewrite(exe, vault, c, approvalID) != command {
+		return "", Command{}, "", false
+	}
+	return vault, c, approvalID, true
+}
