@@ -345,7 +345,6 @@ func (x *execution) open(ctx context.Context) error {
 // request ends the run here.
 func (x *execution) decide(ctx context.Context) error {
 	req, v, cwd := x.req, x.v, x.cwd
-	cmdEnv := x.r.environment(req, x.view, "", x.out.ID)
 	// The words are classified by the policy's program specs; a policy
 	// that did not load leaves the default ones, so that a malformed
 	// command is still reported as such first.
@@ -354,14 +353,7 @@ func (x *execution) decide(ctx context.Context) error {
 	if policyErr == nil {
 		programs = p.Programs()
 	}
-	input, err := engine.Parse(ctx, engine.ParseRequest{
-		Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: envNames(cmdEnv), PathEnv: lookup(cmdEnv, "PATH"),
-		Vault:     wire.VaultInput{Name: x.info.Name, Files: x.info.Files, Bytes: x.info.Bytes, Quotas: wire.QuotaInput(x.info.Quota), Parent: parentName(x.info)},
-		Request:   wire.RequestInput{TimeoutMS: req.Timeout.Milliseconds(), Readonly: req.Readonly, ApprovalID: req.ApprovalID},
-		Sandbox:   x.view.input,
-		Programs:  programs,
-		Workspace: vaultFiles{v},
-	})
+	input, err := x.parse(ctx, programs)
 	if err != nil {
 		x.out.Policy.Reasons = []wire.Reason{{ID: "avfs.input.invalid", Decision: wire.Deny, Message: "the command could not be parsed: " + err.Error()}}
 		x.out.Timing.PolicyMS = ms(time.Since(x.started))
@@ -397,8 +389,7 @@ func (x *execution) decide(ctx context.Context) error {
 		if req.ApprovalID != "" {
 			return nil // checked once the vault is ours
 		}
-		a, err := v.CreateApproval(ctx, vault.ApprovalRequest{Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: req.Env, Readonly: req.Readonly, Vault: x.info.Name,
-			BundleRevision: revisions(res.Bundles), Reasons: reasonIDs(res.Reasons), Digest: x.digest, TTL: req.ApprovalTTL})
+		a, err := x.createApproval(ctx, res, x.digest)
 		if err != nil {
 			return err
 		}
@@ -406,6 +397,30 @@ func (x *execution) decide(ctx context.Context) error {
 		x.stop(wire.ExitNotRun)
 	}
 	return nil
+}
+
+// parse builds the policy input of the run: the command read with
+// programs (the policy's specs; nil for the default ones) in the run's
+// view, with the vault's facts and the caller's options.
+func (x *execution) parse(ctx context.Context, programs *engine.Programs) (*wire.Input, error) {
+	req := x.req
+	cmdEnv := x.r.environment(req, x.view, "", x.out.ID)
+	return engine.Parse(ctx, engine.ParseRequest{
+		Argv: req.Argv, Shell: req.Shell, Cwd: x.cwd, Env: envNames(cmdEnv), PathEnv: lookup(cmdEnv, "PATH"),
+		Vault:     wire.VaultInput{Name: x.info.Name, Files: x.info.Files, Bytes: x.info.Bytes, Quotas: wire.QuotaInput(x.info.Quota), Parent: parentName(x.info)},
+		Request:   wire.RequestInput{TimeoutMS: req.Timeout.Milliseconds(), Readonly: req.Readonly, ApprovalID: req.ApprovalID},
+		Sandbox:   x.view.input,
+		Programs:  programs,
+		Workspace: vaultFiles{x.v},
+	})
+}
+
+// createApproval records a pending approval of the run, bound to digest,
+// for the decision res.
+func (x *execution) createApproval(ctx context.Context, res wire.PolicyResult, digest string) (vault.Approval, error) {
+	req := x.req
+	return x.v.CreateApproval(ctx, vault.ApprovalRequest{Argv: req.Argv, Shell: req.Shell, Cwd: x.cwd, Env: req.Env, Readonly: req.Readonly, Vault: x.info.Name,
+		BundleRevision: revisions(res.Bundles), Reasons: reasonIDs(res.Reasons), Digest: digest, TTL: req.ApprovalTTL})
 }
 
 // lock waits for the vault (before an approval is used up) and uses the

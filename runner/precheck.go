@@ -47,19 +47,11 @@ func (r *Runner) Precheck(ctx context.Context, req Request) (Precheck, error) {
 		return Precheck{}, err
 	}
 	req, v, cwd := x.req, x.v, x.cwd
-	cmdEnv := r.environment(req, x.view, "", x.out.ID)
 	p, err := x.policy()
 	if err != nil {
 		return Precheck{}, fmt.Errorf("load policy: %w", err)
 	}
-	input, err := engine.Parse(ctx, engine.ParseRequest{
-		Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: envNames(cmdEnv), PathEnv: lookup(cmdEnv, "PATH"),
-		Vault:     wire.VaultInput{Name: x.info.Name, Files: x.info.Files, Bytes: x.info.Bytes, Quotas: wire.QuotaInput(x.info.Quota), Parent: parentName(x.info)},
-		Request:   wire.RequestInput{TimeoutMS: req.Timeout.Milliseconds(), Readonly: req.Readonly},
-		Sandbox:   x.view.input,
-		Programs:  p.Programs(),
-		Workspace: vaultFiles{v},
-	})
+	input, err := x.parse(ctx, p.Programs())
 	if err != nil {
 		return Precheck{}, fmt.Errorf("parse command: %w", err)
 	}
@@ -94,8 +86,7 @@ func (r *Runner) Precheck(ctx context.Context, req Request) (Precheck, error) {
 		out.Approval = pending
 		return out, nil
 	}
-	a, err := v.CreateApproval(ctx, vault.ApprovalRequest{Argv: req.Argv, Shell: req.Shell, Cwd: cwd, Env: req.Env, Readonly: req.Readonly, Vault: x.info.Name,
-		BundleRevision: revisions(res.Bundles), Reasons: reasonIDs(res.Reasons), Digest: digest, TTL: req.ApprovalTTL})
+	a, err := x.createApproval(ctx, res, digest)
 	if err != nil {
 		return Precheck{}, err
 	}
