@@ -3,7 +3,12 @@ package mcpserver
 import (
 	"cmp"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -57,26 +62,68 @@ func (h *handlers) request(in ExecInput) (runner.Request, error) {
 // client's notifications/cancelled, or a closed session) cancels ctx, and
 // the runner then ends the command's whole process tree and cleans up
 // before exec returns.
+//
+// A run that needs approval, from a client that can elicit, is answered
+// with an input request (SEP-2322: the SDK turns it into an
+// elicitation/create request for clients on older protocol versions) and
+// a signed request state holding the not-run envelope; the retry that
+// carries the user's answer grants (or denies) the approval and runs the
+// command under it.
 func (h *handlers) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInput) (*mcp.CallToolResult, *wire.Envelope, error) {
 	rreq, err := h.request(in)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
 	p := startProgress(ctx, req, commandText(rreq.Argv, rreq.Shell), h.cfg.ProgressEvery)
-	env := h.run(ctx, rreq)
-	if a := env.Approval; env.Decision == wire.RequireApproval && a != nil && a.Status == "pending" && env.Process == nil && env.Error == nil {
-		note, granted := h.ask(ctx, req, env)
-		if !granted {
-			p.end(ctx, "not run: approval "+a.ID+" "+note)
-			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: approvalText(env, note)}}}, env, nil
+	var env *wire.Envelope
+	if req.Params.RequestState != "" {
+		// The retry of a call whose approval was asked of the user.
+		if env, err = h.openState(req.Params.RequestState, rreq); err != nil {
+			p.end(ctx, "refused")
+			return nil, nil, toolError(err)
 		}
-		p.step(ctx, "approval "+a.ID+" granted; running")
-		rreq.ApprovalID = a.ID
+		id := env.Approval.ID
+		note, granted := h.answer(ctx, req, env)
+		if !granted {
+			p.end(ctx, "not run: approval "+id+" "+note)
+			return notRun(env, note), env, nil
+		}
+		p.step(ctx, "approval "+id+" granted; running")
+		rreq.ApprovalID = id
 		env = h.run(ctx, rreq)
+	} else {
+		env = h.run(ctx, rreq)
+		if pendingApproval(env) {
+			if caps := req.ClientCapabilities(); caps != nil && caps.Elicitation != nil {
+				state, err := h.sealState(env)
+				if err == nil {
+					p.end(ctx, "asking the user to approve "+env.Approval.ID)
+					return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{approveKey: elicitation(env)}, RequestState: state}, nil, nil
+				}
+			}
+			note := "is pending (this client cannot ask the user)"
+			p.end(ctx, "not run: approval "+env.Approval.ID+" "+note)
+			return notRun(env, note), env, nil
+		}
 	}
 	p.end(ctx, summary(env))
 	res := &mcp.CallToolResult{IsError: failed(env), Content: []mcp.Content{&mcp.TextContent{Text: summary(env)}}}
 	return res, env, nil
+}
+
+// approveKey names the elicitation of an approval among a call's input
+// requests.
+const approveKey = "approve"
+
+// pendingApproval says whether env is a run that waits for approval.
+func pendingApproval(env *wire.Envelope) bool {
+	a := env.Approval
+	return env.Decision == wire.RequireApproval && a != nil && a.Status == "pending" && env.Process == nil && env.Error == nil
+}
+
+// notRun is the result of a run left waiting for approval.
+func notRun(env *wire.Envelope, note string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: approvalText(env, note)}}}
 }
 
 // run is one runner.Exec with a fresh runner; a runner that cannot be made
@@ -99,17 +146,9 @@ func failed(env *wire.Envelope) bool {
 	return env.Error != nil || env.Process == nil || env.Process.ExitCode != 0
 }
 
-// ask asks the user, through the client's elicitation, whether the command
-// of env's pending approval may run. A yes grants the approval in the store
-// as `avfs approval grant` does (with the configured proof) and returns
-// true; otherwise note says why it was not granted. A client without
-// elicitation is not asked.
-func (h *handlers) ask(ctx context.Context, req *mcp.CallToolRequest, env *wire.Envelope) (note string, granted bool) {
-	id := env.Approval.ID
-	caps := req.ClientCapabilities()
-	if caps == nil || caps.Elicitation == nil {
-		return "is pending (this client cannot ask the user)", false
-	}
+// elicitation is the question put to the user for env's pending approval:
+// the command, where, and the rules that asked; a yes/no answer.
+func elicitation(env *wire.Envelope) *mcp.ElicitParams {
 	reasons := make([]string, 0, len(env.Policy.Reasons))
 	for _, r := range env.Policy.Reasons {
 		if r.Decision == wire.RequireApproval {
@@ -117,8 +156,8 @@ func (h *handlers) ask(ctx context.Context, req *mcp.CallToolRequest, env *wire.
 		}
 	}
 	msg := fmt.Sprintf("avfs: the policy asks for your approval to run\n\n  %s\n\nin %s of vault %s.\nReasons:\n  %s\n\nApprove this once (approval %s)?",
-		commandText(env.Command.Argv, env.Command.Shell), env.Command.Cwd, env.Vault, strings.Join(reasons, "\n  "), id)
-	res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
+		commandText(env.Command.Argv, env.Command.Shell), env.Command.Cwd, env.Vault, strings.Join(reasons, "\n  "), env.Approval.ID)
+	return &mcp.ElicitParams{
 		Mode:    "form",
 		Message: msg,
 		RequestedSchema: map[string]any{
@@ -128,10 +167,19 @@ func (h *handlers) ask(ctx context.Context, req *mcp.CallToolRequest, env *wire.
 			},
 			"required": []string{"approve"},
 		},
-	})
+	}
+}
+
+// answer applies the user's answer to env's approval: accept with approve
+// true grants it in the store as `avfs approval grant` does (with the
+// configured proof) and returns true; decline denies it; anything else
+// leaves it pending. note says why it was not granted.
+func (h *handlers) answer(ctx context.Context, req *mcp.CallToolRequest, env *wire.Envelope) (note string, granted bool) {
+	id := env.Approval.ID
+	res, _ := req.Params.InputResponses[approveKey].(*mcp.ElicitResult)
 	switch {
-	case err != nil:
-		return fmt.Sprintf("is pending (asking the user failed: %v)", err), false
+	case res == nil:
+		return "is pending (the client sent no answer)", false
 	case res.Action == "decline":
 		if err := h.decide(ctx, env.Vault, id, false, "declined through MCP elicitation", req); err != nil {
 			return fmt.Sprintf("was declined by the user (recording it failed: %v)", err), false
@@ -144,6 +192,47 @@ func (h *handlers) ask(ctx context.Context, req *mcp.CallToolRequest, env *wire.
 		return fmt.Sprintf("is pending (granting it failed: %v)", err), false
 	}
 	return "", true
+}
+
+// sealState is the request state of env's elicitation: the envelope,
+// signed with the server's key, so that a retry can only answer the
+// approval this server asked about.
+func (h *handlers) sealState(env *wire.Envelope) (string, error) {
+	b, err := json.Marshal(env)
+	if err != nil {
+		return "", err
+	}
+	m := hmac.New(sha256.New, h.stateKey)
+	m.Write(b)
+	return base64.RawURLEncoding.EncodeToString(b) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil)), nil
+}
+
+// openState checks and opens a request state made by sealState, for the
+// retry of the same command in the same vault.
+func (h *handlers) openState(state string, rreq runner.Request) (*wire.Envelope, error) {
+	bad := wire.Errorf(wire.CodeInvalidInput, "exec: the request state is not one this server made for this command")
+	body, sig, ok := strings.Cut(state, ".")
+	if !ok {
+		return nil, bad
+	}
+	b, err1 := base64.RawURLEncoding.DecodeString(body)
+	got, err2 := base64.RawURLEncoding.DecodeString(sig)
+	if err1 != nil || err2 != nil {
+		return nil, bad
+	}
+	m := hmac.New(sha256.New, h.stateKey)
+	m.Write(b)
+	if !hmac.Equal(got, m.Sum(nil)) {
+		return nil, bad
+	}
+	var env wire.Envelope
+	if err := json.Unmarshal(b, &env); err != nil || env.Approval == nil {
+		return nil, bad
+	}
+	if env.Vault != rreq.Vault || env.Command.Shell != rreq.Shell || !slices.Equal(env.Command.Argv, rreq.Argv) && (len(env.Command.Argv) > 0 || len(rreq.Argv) > 0) {
+		return nil, bad
+	}
+	return &env, nil
 }
 
 // decide grants or denies approval id in vault name, as `avfs approval

@@ -7,6 +7,7 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"reflect"
 	"strings"
@@ -57,7 +58,8 @@ func New(cfg Config) *mcp.Server {
 		Instructions: "Run shell commands under avfs: each exec is parsed, decided by policy, checkpointed and run in a sandbox over the vault; " +
 			"its result is the proxy exec envelope. Undo a run with checkpoint_restore.",
 	})
-	h := &handlers{cfg: cfg}
+	h := &handlers{cfg: cfg, stateKey: make([]byte, 32)}
+	_, _ = rand.Read(h.stateKey)
 	mcp.AddTool(s, &mcp.Tool{
 		Name:  "exec",
 		Title: "Run a command under policy",
@@ -67,57 +69,74 @@ func New(cfg Config) *mcp.Server {
 		OutputSchema: envelopeSchema(),
 	}, h.exec)
 	mcp.AddTool(s, &mcp.Tool{
-		Name:        "checkpoint_list",
-		Title:       "List checkpoints",
-		Description: "List the vault's checkpoints, oldest first (every changing exec leaves one, named after its execution id).",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		Name:         "checkpoint_list",
+		Title:        "List checkpoints",
+		Description:  "List the vault's checkpoints, oldest first (every changing exec leaves one, named after its execution id).",
+		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true},
+		OutputSchema: schemaFor[CheckpointList](),
 	}, h.checkpointList)
 	mcp.AddTool(s, &mcp.Tool{
-		Name:        "checkpoint_restore",
-		Title:       "Restore a checkpoint",
-		Description: "Return the vault to a checkpoint's state (by id or name) and list what that changed; later checkpoints stay restorable.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)},
+		Name:         "checkpoint_restore",
+		Title:        "Restore a checkpoint",
+		Description:  "Return the vault to a checkpoint's state (by id or name) and list what that changed; later checkpoints stay restorable.",
+		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true)},
+		OutputSchema: schemaFor[vault.RestoreResult](),
 	}, h.checkpointRestore)
 	mcp.AddTool(s, &mcp.Tool{
-		Name:        "changes",
-		Title:       "Changes since a checkpoint",
-		Description: "List the paths added, modified or deleted from checkpoint since to checkpoint to (default: the current state).",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		Name:         "changes",
+		Title:        "Changes since a checkpoint",
+		Description:  "List the paths added, modified or deleted from checkpoint since to checkpoint to (default: the current state).",
+		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true},
+		OutputSchema: schemaFor[Changes](),
 	}, h.changes)
 	mcp.AddTool(s, &mcp.Tool{
-		Name:        "approval_status",
-		Title:       "Show an approval",
-		Description: "Show one approval request: its status (pending, granted, denied, used, expired), command and reasons.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		Name:         "approval_status",
+		Title:        "Show an approval",
+		Description:  "Show one approval request: its status (pending, granted, denied, used, expired), command and reasons.",
+		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true},
+		OutputSchema: schemaFor[vault.Approval](),
 	}, h.approvalStatus)
 	return s
 }
 
 func ptr[T any](v T) *T { return &v }
 
-// envelopeSchema is the output schema of exec: the envelope's, inferred
-// from wire.Envelope, with the error object open to its details (they are
-// merged beside code and message by ErrorBody.MarshalJSON).
-func envelopeSchema() *jsonschema.Schema {
-	errSchema := &jsonschema.Schema{
-		Types: []string{"null", "object"},
-		Properties: map[string]*jsonschema.Schema{
-			"code":    {Type: "string", Description: "the error code (docs/errors.md)"},
-			"message": {Type: "string"},
+// schemaFor is the JSON schema of T as the SDK infers it, with the types
+// that marshal themselves described as they appear on the wire: a vault
+// kind is a string, and an envelope's error object is open to its details
+// (merged beside code and message by wire.ErrorBody.MarshalJSON).
+func schemaFor[T any]() *jsonschema.Schema {
+	s, err := jsonschema.For[T](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[wire.ErrorBody](): {
+			Types: []string{"null", "object"},
+			Properties: map[string]*jsonschema.Schema{
+				"code":    {Type: "string", Description: "the error code (docs/errors.md)"},
+				"message": {Type: "string"},
+			},
+			Required: []string{"code", "message"},
 		},
-		Required: []string{"code", "message"},
-	}
-	s, err := jsonschema.For[wire.Envelope](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-		reflect.TypeFor[wire.ErrorBody](): errSchema,
+		reflect.TypeFor[vault.Kind](): {Type: "string", Enum: []any{"file", "dir", "symlink", "fifo", "socket"}},
 	}})
 	if err != nil {
-		panic(fmt.Sprintf("mcpserver: the envelope's schema: %v", err)) // a programming error, caught by every test
+		panic(fmt.Sprintf("mcpserver: the schema of %T: %v", *new(T), err)) // a programming error, caught by every test
 	}
+	return s
+}
+
+// envelopeSchema is the output schema of exec: the envelope's, with its
+// decisions enumerated.
+func envelopeSchema() *jsonschema.Schema {
+	s := schemaFor[wire.Envelope]()
 	s.Properties["decision"].Enum = []any{string(wire.Allow), string(wire.AllowWithCheckpoint), string(wire.RequireApproval), string(wire.Deny)}
 	return s
 }
 
-type handlers struct{ cfg Config }
+type handlers struct {
+	cfg Config
+	// stateKey signs the request state of an approval asked through
+	// elicitation, which the client echoes back (see askState).
+	stateKey []byte
+}
 
 func (h *handlers) vaultOf(name string) string {
 	if name != "" {
