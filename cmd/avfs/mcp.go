@@ -62,8 +62,10 @@ func mcpCommand(e *env) *cli.Command {
 	}
 }
 
-// serveMCPHTTP serves srv on addr until ctx ends (SIGINT, SIGTERM), then
-// shuts down, giving calls in progress a few seconds.
+// serveMCPHTTP serves srv on addr until ctx ends (SIGINT, SIGTERM). Calls
+// run under ctx, so the signal reaches their commands (as it does a proxy
+// exec run) and the shutdown waits, up to mcpShutdownWait, for them to end
+// and clean up.
 func serveMCPHTTP(ctx context.Context, e *env, srv *mcp.Server, addr, token string) error {
 	if err := mcpserver.CheckListen(addr, token); err != nil {
 		return err
@@ -72,7 +74,8 @@ func serveMCPHTTP(ctx context.Context, e *env, srv *mcp.Server, addr, token stri
 	if err != nil {
 		return wire.Errorf(wire.CodeHostIO, "mcp: listen on %s: %w", addr, err)
 	}
-	hs := &http.Server{Handler: mcpserver.HTTPHandler(srv, token), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: mcpserver.HTTPHandler(srv, token), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 	fmt.Fprintf(e.stderr, "avfs mcp: serving Streamable HTTP on http://%s/\n", ln.Addr())
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
@@ -81,11 +84,15 @@ func serveMCPHTTP(ctx context.Context, e *env, srv *mcp.Server, addr, token stri
 		return wire.Errorf(wire.CodeHostIO, "mcp: serve: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mcpShutdownWait)
 	defer cancel()
 	_ = hs.Shutdown(sctx)
 	return nil
 }
+
+// mcpShutdownWait is how long a shut-down HTTP server waits for its calls:
+// their commands' kill grace and the clean-up after it.
+const mcpShutdownWait = runner.DefaultKillGrace + 10*time.Second
 
 type nopWriteCloser struct{ io.Writer }
 
