@@ -74,6 +74,11 @@ func (h *handlers) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecIn
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
+	ctx, done, err := h.calls.start(ctx)
+	if err != nil {
+		return nil, nil, toolError(err)
+	}
+	defer done()
 	p := startProgress(ctx, req, commandText(rreq.Argv, rreq.Shell), h.cfg.ProgressEvery)
 	var env *wire.Envelope
 	if req.Params.RequestState != "" {
@@ -109,6 +114,56 @@ func (h *handlers) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecIn
 	p.end(ctx, summary(env))
 	res := &mcp.CallToolResult{IsError: failed(env), Content: []mcp.Content{&mcp.TextContent{Text: summary(env)}}}
 	return res, env, nil
+}
+
+// calls are the exec calls in progress, so that a shutdown can cancel them
+// and wait for their clean-up (see Server.Drain).
+type calls struct {
+	mu       sync.Mutex
+	draining bool
+	cancels  map[*context.CancelCauseFunc]struct{}
+	wg       sync.WaitGroup
+}
+
+// start registers a call: its context is cancelled by drain; done must be
+// called when it has ended. While draining, calls are refused.
+func (c *calls) start(ctx context.Context) (context.Context, func(), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.draining {
+		return nil, nil, wire.Errorf(wire.CodeInternal, "exec: the server is shutting down")
+	}
+	if c.cancels == nil {
+		c.cancels = map[*context.CancelCauseFunc]struct{}{}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	key := &cancel
+	c.cancels[key] = struct{}{}
+	c.wg.Add(1)
+	return ctx, func() {
+		c.mu.Lock()
+		delete(c.cancels, key)
+		c.mu.Unlock()
+		cancel(nil)
+		c.wg.Done()
+	}, nil
+}
+
+func (c *calls) drain(ctx context.Context, cause error) error {
+	c.mu.Lock()
+	c.draining = true
+	for cancel := range c.cancels {
+		(*cancel)(cause)
+	}
+	c.mu.Unlock()
+	ended := make(chan struct{})
+	go func() { c.wg.Wait(); close(ended) }()
+	select {
+	case <-ended:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // approveKey names the elicitation of an approval among a call's input

@@ -1,10 +1,13 @@
 package mcpserver
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -111,5 +114,41 @@ func TestRequestDefaults(t *testing.T) {
 	}
 	if r, _ := h.request(ExecInput{Shell: "x", TimeoutSeconds: 1.5, Vault: "w"}); r.Timeout.Seconds() != 1.5 || r.Vault != "w" {
 		t.Errorf("timeout, vault: %+v", r)
+	}
+}
+
+func TestCallsDrain(t *testing.T) {
+	var c calls
+	ctx, done, err := c.start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cause := errors.New("shutting down")
+	ended := make(chan struct{})
+	go func() {
+		<-ctx.Done() // a call that ends when cancelled
+		if context.Cause(ctx) != cause {
+			t.Errorf("cause %v", context.Cause(ctx))
+		}
+		done()
+		close(ended)
+	}()
+	if err := c.drain(context.Background(), cause); err != nil {
+		t.Fatal(err)
+	}
+	<-ended
+	if _, _, err := c.start(context.Background()); err == nil {
+		t.Fatal("a call started while draining")
+	}
+
+	// A call that does not end makes drain give up when its context does.
+	var stuck calls
+	if _, _, err := stuck.start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := stuck.drain(short, cause); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("drain of a stuck call: %v", err)
 	}
 }

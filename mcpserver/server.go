@@ -48,9 +48,15 @@ type Config struct {
 // client that asked for it.
 const DefaultProgressEvery = time.Second
 
+// Server is the MCP server of a Config, and the exec calls it is running.
+type Server struct {
+	*mcp.Server
+	h *handlers
+}
+
 // New returns the MCP server of cfg. The server may serve many sessions at
 // once; exec calls on one vault take turns as proxy exec runs do.
-func New(cfg Config) *mcp.Server {
+func New(cfg Config) *Server {
 	if cfg.ProgressEvery <= 0 {
 		cfg.ProgressEvery = DefaultProgressEvery
 	}
@@ -96,7 +102,16 @@ func New(cfg Config) *mcp.Server {
 		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true},
 		OutputSchema: schemaFor[vault.Approval](),
 	}, h.approvalStatus)
-	return s
+	return &Server{Server: s, h: h}
+}
+
+// Drain refuses new exec calls, cancels those running with cause (a
+// runner.Interrupted forwards its signal to their commands) and waits
+// until they have ended and cleaned up, or ctx is done (then it returns
+// ctx's error). It is for shutting down: the transport may end a session
+// before the calls it started have returned.
+func (s *Server) Drain(ctx context.Context, cause error) error {
+	return s.h.calls.drain(ctx, cause)
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -132,7 +147,8 @@ func envelopeSchema() *jsonschema.Schema {
 }
 
 type handlers struct {
-	cfg Config
+	cfg   Config
+	calls calls
 	// stateKey signs the request state of an approval asked through
 	// elicitation, which the client echoes back (see askState).
 	stateKey []byte

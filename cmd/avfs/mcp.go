@@ -53,7 +53,19 @@ func mcpCommand(e *env) *cli.Command {
 			if addr := c.String("listen"); addr != "" {
 				return serveMCPHTTP(c.Context, e, srv, addr, os.Getenv(mcpTokenEnv))
 			}
+			// The session ends when the client closes stdin (the SDK then
+			// cancels the calls in flight) or on SIGINT and SIGTERM: the
+			// calls still running are cancelled with the signal as the
+			// cause, and waited for, so that their commands end and clean up.
+			drain := func(cause error) {
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(c.Context), mcpShutdownWait)
+				defer cancel()
+				_ = srv.Drain(dctx, cause)
+			}
+			stop := context.AfterFunc(c.Context, func() { drain(context.Cause(c.Context)) })
+			defer stop()
 			err = srv.Run(c.Context, &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}})
+			drain(errors.New("the MCP session ended"))
 			if err != nil && c.Context.Err() == nil && !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, io.EOF) {
 				return wire.Errorf(wire.CodeInternal, "mcp: %w", err)
 			}
@@ -62,11 +74,11 @@ func mcpCommand(e *env) *cli.Command {
 	}
 }
 
-// serveMCPHTTP serves srv on addr until ctx ends (SIGINT, SIGTERM). Calls
-// run under ctx, so the signal reaches their commands (as it does a proxy
-// exec run) and the shutdown waits, up to mcpShutdownWait, for them to end
-// and clean up.
-func serveMCPHTTP(ctx context.Context, e *env, srv *mcp.Server, addr, token string) error {
+// serveMCPHTTP serves srv on addr until ctx ends (SIGINT, SIGTERM). Then
+// the running calls are cancelled with the signal as the cause, so that it
+// reaches their commands (as it does a proxy exec run), and the shutdown
+// waits, up to mcpShutdownWait, for them to end and clean up.
+func serveMCPHTTP(ctx context.Context, e *env, srv *mcpserver.Server, addr, token string) error {
 	if err := mcpserver.CheckListen(addr, token); err != nil {
 		return err
 	}
@@ -74,8 +86,7 @@ func serveMCPHTTP(ctx context.Context, e *env, srv *mcp.Server, addr, token stri
 	if err != nil {
 		return wire.Errorf(wire.CodeHostIO, "mcp: listen on %s: %w", addr, err)
 	}
-	hs := &http.Server{Handler: mcpserver.HTTPHandler(srv, token), ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+	hs := &http.Server{Handler: mcpserver.HTTPHandler(srv.Server, token), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(e.stderr, "avfs mcp: serving Streamable HTTP on http://%s/\n", ln.Addr())
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
@@ -84,9 +95,16 @@ func serveMCPHTTP(ctx context.Context, e *env, srv *mcp.Server, addr, token stri
 		return wire.Errorf(wire.CodeHostIO, "mcp: serve: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mcpShutdownWait)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mcpShutdownWait)
 	defer cancel()
-	_ = hs.Shutdown(sctx)
+	_ = srv.Drain(dctx, context.Cause(ctx))
+	// The answers to the drained calls get a moment to go out; clients'
+	// event streams never go idle, so they are closed after it.
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer scancel()
+	if hs.Shutdown(sctx) != nil {
+		_ = hs.Close()
+	}
 	return nil
 }
 

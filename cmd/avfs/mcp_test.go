@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -346,6 +347,50 @@ func TestMCPCancel(t *testing.T) {
 	equal(t, "exit", env.Process.ExitCode, 0)
 }
 
+// TestMCPSessionEnd closes stdin while a command runs: avfs mcp ends it
+// and cleans up (the run directory is checked at cleanup) before it exits.
+// (The SDK's own ClientSession.Close waits for calls in flight, so the test
+// closes the pipe itself.)
+func TestMCPSessionEnd(t *testing.T) {
+	t.Parallel()
+	a := newProxyAVFS(t)
+	cmd := a.mcpCmd()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	c := mcp.NewClient(&mcp.Implementation{Name: "avfs-test", Version: "1"}, nil)
+	s, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "30.7323" // a duration no other test sleeps
+	go s.CallTool(context.Background(), &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"argv": []string{"sleep", marker}}})
+	waitFor(t, 20*time.Second, "the command started", func() bool { return len(procsWith("sleep "+marker)) == 1 })
+	stdin.Close()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("avfs mcp: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("avfs mcp did not exit after its stdin closed")
+	}
+	if p := procsWith("sleep " + marker); len(p) != 0 {
+		t.Fatalf("left running: %v", p)
+	}
+}
+
 func TestMCPProgress(t *testing.T) {
 	t.Parallel()
 	a := newProxyAVFS(t)
@@ -378,6 +423,11 @@ func TestMCPProgress(t *testing.T) {
 // startMCPHTTP starts `avfs mcp --listen 127.0.0.1:0 args…` and returns its
 // URL, read from the line it prints on stderr.
 func (a *avfs) startMCPHTTP(args ...string) string {
+	url, _ := a.startMCPHTTPCmd(args...)
+	return url
+}
+
+func (a *avfs) startMCPHTTPCmd(args ...string) (string, *exec.Cmd) {
 	a.t.Helper()
 	cmd := a.mcpCmd(append([]string{"--listen", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
@@ -400,7 +450,7 @@ func (a *avfs) startMCPHTTP(args ...string) string {
 		a.t.Fatalf("avfs mcp --listen: %q", line)
 	}
 	go io.Copy(io.Discard, stderr)
-	return strings.TrimSpace(strings.TrimPrefix(line, prefix))
+	return strings.TrimSpace(strings.TrimPrefix(line, prefix)), cmd
 }
 
 type bearer struct{ token string }
@@ -450,6 +500,36 @@ func TestMCPHTTP(t *testing.T) {
 		}
 		_, env := execEnvelope(t, s, map[string]any{"argv": []string{"true"}}, false)
 		equal(t, "exit", env.Process.ExitCode, 0)
+	})
+
+	t.Run("SIGTERM ends running calls", func(t *testing.T) {
+		url, cmd := a.startMCPHTTPCmd()
+		s, err := connect(url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const marker = "30.7321" // a duration no other test sleeps
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"argv": []string{"sleep", marker}}})
+			done <- err
+		}()
+		waitFor(t, 20*time.Second, "the command started", func() bool { return len(procsWith("sleep "+marker)) == 1 })
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			t.Fatal("avfs mcp did not exit after SIGTERM")
+		}
+		<-done // the call ends with the server, answered or not
+		if p := procsWith("sleep " + marker); len(p) != 0 {
+			t.Fatalf("left running: %v", p)
+		}
+		// Nothing left in the run directory either (checked at cleanup).
 	})
 
 	t.Run("not loopback without a token", func(t *testing.T) {
