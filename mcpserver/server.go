@@ -150,7 +150,7 @@ type handlers struct {
 	cfg   Config
 	calls calls
 	// stateKey signs the request state of an approval asked through
-	// elicitation, which the client echoes back (see askState).
+	// elicitation, which the client echoes back (see sealState).
 	stateKey []byte
 }
 
