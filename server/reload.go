@@ -10,13 +10,14 @@ import (
 	"time"
 )
 
-// reloadLoop looks at the watched files every Poll and loads the policy
-// again when they changed, until stop is closed.
-func (s *Server) reloadLoop(ctx context.Context, stop <-chan struct{}) {
-	if s.cfg.Poll < 0 {
+// reloadLoop looks at the watched files every poll and loads the policy
+// again when they changed, until stop is closed. A negative poll never
+// looks.
+func (s *Server) reloadLoop(ctx context.Context, stop <-chan struct{}, poll time.Duration) {
+	if poll < 0 {
 		return
 	}
-	t := time.NewTicker(s.cfg.Poll)
+	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
 		select {

@@ -131,7 +131,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	reloadDone := make(chan struct{})
 	go func() {
 		defer close(reloadDone)
-		s.reloadLoop(ctx, stopReload)
+		s.reloadLoop(ctx, stopReload, s.cfg.Poll)
 	}()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -372,11 +372,9 @@ func TestReload(t *testing.T) {
 // TestReloadPolls: the server notices a changed bundle by itself.
 func TestReloadPolls(t *testing.T) {
 	ts := startServer(t, nil, "")
-	ts.srv.cfg.Poll = 0 // not used once serving; the loop below is the poller's
-	stop := make(chan struct{})
+	stop := make(chan struct{}) // the server's own loop never looks (Poll -1): this one does
 	defer close(stop)
-	ts.srv.cfg.Poll = 20 * time.Millisecond
-	go ts.srv.reloadLoop(context.Background(), stop)
+	go ts.srv.reloadLoop(context.Background(), stop, 20*time.Millisecond)
 	writeBundle(t, ts.bundle, "servetest-9", "package extensions.servetest\n\nreasons := set()\n")
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if revisionsOf(ts.srv.Status().Bundles) == "avfs-default-1,servetest-9" {
