@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -62,9 +63,14 @@ func (e *env) serverExec(c *cli.Context, req runner.Request) (env *wire.Envelope
 	if err != nil {
 		return nil, 0, false
 	}
+	var dialed atomic.Bool // once connected, the daemon may have started the run
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		d := net.Dialer{Timeout: time.Second}
-		return d.DialContext(ctx, "unix", addr)
+		c, err := d.DialContext(ctx, "unix", addr)
+		if err == nil {
+			dialed.Store(true)
+		}
+		return c, err
 	}}}
 	hreq, err := http.NewRequestWithContext(c.Context, http.MethodPost, "http://avfs/v1/exec", bytes.NewReader(body))
 	if err != nil {
@@ -75,6 +81,10 @@ func (e *env) serverExec(c *cli.Context, req runner.Request) (env *wire.Envelope
 	if err != nil {
 		if c.Context.Err() != nil { // interrupted while the daemon ran it: the daemon's run is ended
 			env, status := runner.Failed(req, time.Now(), wire.Errorf(wire.CodeInternal, "proxy exec: interrupted while avfs serve ran the command"))
+			return env, status, true
+		}
+		if dialed.Load() { // the daemon took the request and went away: it may have run
+			env, status := runner.Failed(req, time.Now(), wire.Errorf(wire.CodeInternal, "proxy exec: avfs serve at %s ended before it answered (%v): the command may have run", addr, err))
 			return env, status, true
 		}
 		fmt.Fprintf(e.stderr, "avfs: avfs serve at %s is not answering (%v): running in-process\n", addr, err)

@@ -215,7 +215,11 @@ func TestServeShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-d.exited
-	<-got
+	// The client does not run the command again in-process: it says the
+	// daemon went away.
+	if r := <-got; r.code != wire.ExitAvfsFailed || strings.Contains(r.stderr, "in-process") || !strings.Contains(string(r.raw), "ended before it answered") {
+		t.Fatalf("client of a killed daemon: exit %d %s %s", r.code, r.raw, r.stderr)
+	}
 	d = a.serve()
 	if r := a.proxy([]string{"--server", d.sock}, "echo", "again"); r.code != 0 || strings.Contains(r.stderr, "in-process") {
 		t.Fatalf("after a restart: %d %s", r.code, r.stderr)
