@@ -27,6 +27,8 @@
 // ProcSpec.Exclude: the caller's other children are never signalled or
 // reaped. (While a command runs, orphans of the caller's other children are
 // reparented to avfs too; they are left for the caller to reap.) Only one
-// command runs at a time per avfs process: Start waits for the previous one
-// to end.
+// unsandboxed command runs at a time per avfs process: Start waits for the
+// previous one to end. Sandboxed commands, supervised through the init of
+// their PID namespace (no subreaper, no scan), run beside them and each
+// other (avfs serve runs commands on different vaults at once).
 package runner

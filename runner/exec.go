@@ -430,7 +430,14 @@ func (x *execution) lock(ctx context.Context) error {
 	v, req := x.v, x.req
 	x.busy = time.Now().Add(req.BusyWait)
 	if !req.Readonly {
-		err := waitBusy(ctx, x.busy, func() error { return v.Lock(ctx, LockExec, x.out.ID) })
+		// The vault's lock is held per process: runs of one process (a
+		// daemon's) take turns here first, waiting as long as for another's.
+		release, err := takeLocal(ctx, v.Path(), x.out.ID, x.busy)
+		if err != nil {
+			return fmt.Errorf("proxy exec: waited %s for the vault: %w", req.BusyWait, err)
+		}
+		x.later(func(context.Context) { release() })
+		err = waitBusy(ctx, x.busy, func() error { return v.Lock(ctx, LockExec, x.out.ID) })
 		if err != nil {
 			return fmt.Errorf("proxy exec: waited %s for the vault: %w", req.BusyWait, err)
 		}

@@ -40,7 +40,9 @@ var (
 	teeWait         = time.Second            // for a live writer to take what is queued for it
 )
 
-// running holds the token of the one command that may run at a time.
+// running holds the token of the one unsandboxed command that may run at
+// a time: it sets the process's child subreaper and scans /proc for its
+// descendants. Sandboxed commands take no token.
 var running = make(chan struct{}, 1)
 
 // ProcSpec is one command to run.
@@ -170,6 +172,8 @@ type Proc struct {
 	reaped        bool        // the command has been waited for: its pid may be reused
 	groupExcluded atomic.Bool // mirrors tracker.groupExcluded for Signal
 
+	token bool // holds running (an unsandboxed command)
+
 	done chan struct{}
 	res  ProcResult
 	err  error
@@ -197,30 +201,33 @@ func Run(ctx context.Context, spec ProcSpec) (ProcResult, error) {
 }
 
 // Start starts spec (see Run) and returns a handle to signal and wait for
-// it. One command runs at a time per process: Start waits until the previous
-// one has ended (or ctx is done). A program that is not found is not an
+// it. One unsandboxed command runs at a time per process: Start waits until the previous
+// one has ended (or ctx is done); a sandboxed command does not wait, and
+// is not waited for. A program that is not found is not an
 // error: the Proc has ended already and Wait reports NotFound.
 func Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
 	if err := checkSpec(&spec); err != nil {
 		return nil, err
 	}
+	p := &Proc{spec: spec, ctx: ctx, done: make(chan struct{})}
+	if spec.Sandbox != nil {
+		// Supervised through its init: no subreaper, no tracker, nothing
+		// of the process shared with another command.
+		if err := p.startSandboxed(); err != nil {
+			return nil, err
+		}
+		go p.superviseSandboxed()
+		return p, nil
+	}
 	select {
 	case running <- struct{}{}:
+		p.token = true
 		if err := ctx.Err(); err != nil {
 			<-running
 			return nil, wire.Errorf(wire.CodeInternal, "runner: not started: %w", err)
 		}
 	case <-ctx.Done():
 		return nil, wire.Errorf(wire.CodeInternal, "runner: not started: %w", ctx.Err())
-	}
-	p := &Proc{spec: spec, ctx: ctx, done: make(chan struct{})}
-	if spec.Sandbox != nil {
-		if err := p.startSandboxed(); err != nil {
-			<-running
-			return nil, err
-		}
-		go p.superviseSandboxed()
-		return p, nil
 	}
 	path, status := lookPath(spec.Argv[0], spec.Env, spec.Dir)
 	if status != 0 {
@@ -621,7 +628,9 @@ func Missing(argv0 string, env []string, under string) bool {
 // end records the result and lets the next command start.
 func (p *Proc) end(res ProcResult, err error) {
 	p.res, p.err = res, err
-	<-running
+	if p.token {
+		<-running
+	}
 	close(p.done)
 }
 

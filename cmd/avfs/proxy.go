@@ -72,7 +72,7 @@ func proxyExecCommand(e *env) *cli.Command {
 			"Exit status: the command's; 124 timed out; 125 avfs failed; 126 not run (deny or\n" +
 			"require_approval); 127 program not found; 128+N killed by signal N.\n\n" +
 			"example: avfs --json proxy exec --timeout 60s -- make test",
-		Flags: append(flags, bundleFlags()...),
+		Flags: append(append(flags, serverFlag()), bundleFlags()...),
 		Action: func(c *cli.Context) error {
 			start := time.Now()
 			argv := c.Args().Slice()
@@ -116,14 +116,15 @@ func proxyExecCommand(e *env) *cli.Command {
 					req.Stdout = e.stderr
 				}
 			}
-			r, err := e.proxyRunner(c)
-			var env *wire.Envelope
-			var status int
-			if err != nil {
-				// Past the command line, every failure is an envelope.
-				env, status = runner.Failed(req, start, err)
-			} else {
-				env, status = r.Exec(c.Context, req)
+			env, status, served := e.serverExec(c, req)
+			if !served {
+				r, err := e.proxyRunner(c)
+				if err != nil {
+					// Past the command line, every failure is an envelope.
+					env, status = runner.Failed(req, start, err)
+				} else {
+					env, status = r.Exec(c.Context, req)
+				}
 			}
 			if e.json {
 				e.printed = true

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"avfs/runner"
+	"avfs/server"
+	"avfs/wire"
+)
+
+// defaultSocket is where avfs serve listens, and where proxy exec finds it
+// with --server default.
+func defaultSocket(home string) string { return filepath.Join(home, "run", "avfs.sock") }
+
+func serveCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "keep the policy warm and answer runs and decisions over HTTP (docs/serve.md)",
+		UsageText: "avfs serve [--listen unix:PATH | --listen tcp:ADDR --token-file FILE] [--bundle DIR|FILE.tar.gz]…\n\n" +
+			"example: avfs serve & AVFS_SERVER=$AVFS_HOME/run/avfs.sock avfs --json proxy exec -- git status",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "listen", Usage: "answer on `ADDR`: unix:PATH, or tcp:HOST:PORT with --token-file (default: unix:$AVFS_HOME/run/avfs.sock)"},
+			&cli.StringFlag{Name: "token-file", Usage: "require \"Authorization: Bearer TOKEN\" with the token in `FILE`"},
+			&cli.DurationFlag{Name: "grace", Value: server.DefaultGrace, Usage: "on SIGTERM or SIGINT, let runs finish for `DURATION`, then interrupt them"},
+			&cli.DurationFlag{Name: "poll", Value: server.DefaultPoll, Usage: "look for changed bundle and config files every `DURATION` (0: never)"},
+		}, bundleFlags()...),
+		Action: func(c *cli.Context) error {
+			listen := c.String("listen")
+			if listen == "" {
+				if _, err := runner.OpenRunDir(filepath.Join(e.home, "run")); err != nil {
+					return err
+				}
+				listen = "unix:" + defaultSocket(e.home)
+			}
+			var token []byte
+			if f := c.String("token-file"); f != "" {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					return wire.Errorf(wire.CodeInvalidInput, "serve: --token-file: %v", err)
+				}
+				if token = bytes.TrimSpace(b); len(token) == 0 {
+					return usageError("serve: --token-file %s is empty", f)
+				}
+			}
+			if strings.HasPrefix(listen, "tcp:") && token == nil {
+				return usageError("serve: --listen tcp: needs --token-file")
+			}
+			poll := c.Duration("poll")
+			if poll == 0 {
+				poll = -1
+			}
+			logger := log.New(e.stderr, "avfs serve: ", log.LstdFlags)
+			srv, err := server.New(c.Context, server.Config{Load: e.serveLoader(c), Poll: poll, Grace: c.Duration("grace"),
+				Token: token, Version: version, Log: logger})
+			if err != nil {
+				return err
+			}
+			ln, err := server.Listen(listen)
+			if err != nil {
+				return err
+			}
+			defer ln.Close()
+			logger.Printf("listening on %s (pid %d)", listen, os.Getpid())
+			return srv.Serve(c.Context, ln)
+		},
+	}
+}
+
+// serveLoader loads what proxy exec would run with: the config, its
+// approver keys and sandbox, and the policy compiled. It watches the
+// config, the policy directory, the bundles and the keys.
+func (e *env) serveLoader(c *cli.Context) server.Loader {
+	return func(ctx context.Context) (*runner.Runner, []string, error) {
+		watch := []string{configPath(e.home), filepath.Join(e.home, "policy")}
+		cfg, err := loadConfig(e.home)
+		if err != nil {
+			return nil, watch, err
+		}
+		opts := e.bundleOptionsOf(c, cfg)
+		watch = append(trustedPaths(e.home, cfg, opts), configPath(e.home))
+		r, err := e.proxyRunner(c)
+		if err != nil {
+			return nil, watch, err
+		}
+		p, _, err := compilePolicy(ctx, opts, cfg.Policy.engineOptions())
+		if err != nil {
+			return nil, watch, fmt.Errorf("load policy: %w", err)
+		}
+		r.Policy, r.LoadPolicy = p, nil
+		return r, watch, nil
+	}
+}

@@ -1,0 +1,87 @@
+package wire
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGoldenServe pins the documents of avfs serve: fields may be added,
+// never renamed or removed.
+func TestGoldenServe(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ms := func(n int64) *int64 { return &n }
+	zero := 0
+	docs := map[string]any{
+		"serve_status": ServeStatus{Kind: ServeStatusKind, Version: "v1.2.3", PID: 4242, Listen: "unix:/home/alice/.avfs/run/avfs.sock",
+			StartedAt: at, UptimeMS: 61000, Bundles: []BundleInfo{{Name: "default", Revision: "avfs-default-1", Roots: []string{"avfs"}}},
+			LoadedAt: at, RunsInFlight: 2, RunsTotal: 40, Reloads: 1,
+			LastReloadError: &ErrorBody{Code: CodeBundleInvalid, Message: "load policy: bundle /etc/avfs/team: rego_parse_error"}, LastReloadAt: &at},
+		"serve_health_stale": ServeHealth{Status: "stale", Error: "load policy: bundle /etc/avfs/team: rego_parse_error"},
+		"serve_exec_request": ExecRequest{Argv: []string{"make", "test"}, Cwd: "/src", Vault: "work", TimeoutMS: ms(60000), MaxChanges: &zero,
+			Env: []string{"GOFLAGS=-mod=mod"}, WaitMS: ms(0), Sandbox: "namespaces", HostEnv: []string{"PATH=/usr/bin:/bin"}},
+	}
+	for name, v := range docs {
+		t.Run(name, func(t *testing.T) {
+			got, err := json.MarshalIndent(v, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			path := filepath.Join("testdata", "golden", name+".json")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./wire -update)", err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("%s changed: fields may be added, never renamed or removed.\n got %s\nwant %s", name, got, want)
+			}
+		})
+	}
+}
+
+// TestServeOpenAPI checks that docs/serve.openapi.json names every field of
+// the request and status types, and no other.
+func TestServeOpenAPI(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "serve.openapi.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for schema, v := range map[string]any{"ExecRequest": ExecRequest{}, "DecideRequest": DecideRequest{}, "Status": ServeStatus{}, "Health": ServeHealth{}} {
+		var fields []string
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumField() {
+			name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+			fields = append(fields, name)
+		}
+		var documented []string
+		for k := range doc.Components.Schemas[schema].Properties {
+			documented = append(documented, k)
+		}
+		slices.Sort(fields)
+		slices.Sort(documented)
+		if !slices.Equal(fields, documented) {
+			t.Errorf("%s: the type has %v, docs/serve.openapi.json %v", schema, fields, documented)
+		}
+	}
+}
