@@ -108,24 +108,7 @@ func TestGoldenEnvelopes(t *testing.T) {
 	}
 	for name, env := range goldenEnvelopes() {
 		t.Run(name, func(t *testing.T) {
-			got, err := json.MarshalIndent(env, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, '\n')
-			path := filepath.Join("testdata", "golden", name+".json")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./wire -update)", err)
-			}
-			if string(got) != string(want) {
-				t.Errorf("%s changed: fields may be added, never renamed or removed.\n got %s\nwant %s", name, got, want)
-			}
+			want := checkGolden(t, name, env)
 			var doc any
 			if err := json.Unmarshal(want, &doc); err != nil {
 				t.Fatal(err)
@@ -161,4 +144,31 @@ func TestGoldenErrorDocument(t *testing.T) {
 	if string(got) != want {
 		t.Errorf("error document:\n got %s\nwant %s", got, want)
 	}
+}
+
+// checkGolden compares the indented JSON of v with testdata/golden/NAME.json
+// (rewriting the file first with -update) and returns the golden bytes. A
+// difference fails the test: fields may be added, never renamed or
+// removed.
+func checkGolden(t *testing.T, name string, v any) []byte {
+	t.Helper()
+	got, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	path := filepath.Join("testdata", "golden", name+".json")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./wire -update)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s changed: fields may be added, never renamed or removed.\n got %s\nwant %s", name, got, want)
+	}
+	return want
 }

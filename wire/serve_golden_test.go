@@ -27,26 +27,7 @@ func TestGoldenServe(t *testing.T) {
 			Env: []string{"GOFLAGS=-mod=mod"}, WaitMS: ms(0), Sandbox: "namespaces", HostEnv: []string{"PATH=/usr/bin:/bin"}},
 	}
 	for name, v := range docs {
-		t.Run(name, func(t *testing.T) {
-			got, err := json.MarshalIndent(v, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, '\n')
-			path := filepath.Join("testdata", "golden", name+".json")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./wire -update)", err)
-			}
-			if string(got) != string(want) {
-				t.Errorf("%s changed: fields may be added, never renamed or removed.\n got %s\nwant %s", name, got, want)
-			}
-		})
+		t.Run(name, func(t *testing.T) { checkGolden(t, name, v) })
 	}
 }
 
