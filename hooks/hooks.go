@@ -109,6 +109,16 @@ var adapters = map[Harness]adapter{
 	Gemini:     {handleGemini, blockGemini},
 }
 
+// Block is h's blocking answer with reason, for a failure before Run could
+// answer (avfs could not start: no home, a flag it cannot read). An
+// unknown harness gets exit status 2 with the reason on stderr.
+func Block(h Harness, reason string) Answer {
+	if a, ok := adapters[h]; ok {
+		return a.block(reason)
+	}
+	return Answer{Stderr: reason + "\n", Exit: 2}
+}
+
 // Run reads one hook payload from stdin and answers it for h. It never
 // fails: whatever goes wrong (an unknown harness, stdin unreadable, larger
 // than o.MaxInput or not the harness's JSON, the decider's error or

@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"avfs/hooks"
 	"avfs/wire"
 )
 
@@ -49,6 +50,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	}
 	err := app.RunContext(ctx, args)
+	if h, ok := hookHarness(args); ok && err != nil && !e.printed {
+		// avfs failed before the hook could answer (no home, a flag it
+		// cannot read): the harness must still get its blocking answer,
+		// never an exit status it takes for "run it".
+		a := hooks.Block(h, "avfs hook failed before deciding: "+err.Error()+"; the command is blocked")
+		io.WriteString(stdout, string(a.Stdout))
+		io.WriteString(stderr, a.Stderr)
+		return a.Exit
+	}
 	return e.present(err)
 }
 

@@ -70,6 +70,33 @@ func hookHarnessCommand(e *env, h hooks.Harness) *cli.Command {
 	}
 }
 
+// hookHarness reports which harness args answer a hook for ("avfs
+// [global flags] hook claude-code …"), if any; "hook install" is none.
+func hookHarness(args []string) (hooks.Harness, bool) {
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return "", false
+		case a == "--vault" || a == "-vault":
+			i++ // its value
+		case strings.HasPrefix(a, "-"):
+		case a == "hook":
+			if i+1 < len(args) {
+				for _, h := range hooks.Harnesses {
+					if args[i+1] == string(h) {
+						return h, true
+					}
+				}
+			}
+			return "", false
+		default:
+			return "", false
+		}
+	}
+	return "", false
+}
+
 // runnerDecider decides as proxy exec does (runner.Precheck), with the
 // runner proxy exec would build; it builds it on first use, so that a
 // config or key that cannot be read is an error of Decide, which blocks

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -237,4 +239,52 @@ func TestHookInstallCLI(t *testing.T) {
 	}
 	a.fail(wire.ExitCode(wire.CodeInvalidInput), string(wire.CodeInvalidInput), "hook", "install", "claude-code", "--project", dir)
 	a.fail(2, string(wire.CodeUsage), "hook", "install", "emacs", "--project", dir)
+}
+
+// TestHookFailsClosedBeforeDeciding: when avfs cannot even start the hook
+// (no home to read its state from, a flag it does not know), each
+// harness still gets its blocking answer, never an exit status it takes
+// for "run it".
+func TestHookFailsClosedBeforeDeciding(t *testing.T) {
+	t.Parallel()
+	payload := claudePayload(t, "ls")
+	run := func(env []string, args ...string) (int, string, string) {
+		t.Helper()
+		cmd := exec.Command(avfsBin, args...)
+		cmd.Env = env
+		cmd.Stdin = bytes.NewReader(payload)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, stdout.String(), stderr.String()
+	}
+	noHome := []string{"PATH=" + os.Getenv("PATH")} // neither HOME nor AVFS_HOME
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+	}{
+		{"no home", noHome, nil},
+		{"an unknown flag", append(noHome, "AVFS_HOME="+t.TempDir()), []string{"--no-such-flag"}},
+	} {
+		for _, h := range []string{"claude-code", "gemini", "codex"} {
+			code, stdout, stderr := run(tc.env, append([]string{"hook", h}, tc.args...)...)
+			if h == "codex" {
+				if code != 0 || !strings.Contains(stdout, `"permissionDecision":"deny"`) || !strings.Contains(stdout, "blocked") {
+					t.Errorf("%s, %s: %d %q %q", tc.name, h, code, stdout, stderr)
+				}
+				continue
+			}
+			if code != 2 || stdout != "" || !strings.Contains(stderr, "blocked") {
+				t.Errorf("%s, %s: %d %q %q", tc.name, h, code, stdout, stderr)
+			}
+		}
+	}
 }
