@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// cannot read): the harness must still get its blocking answer,
 		// never an exit status it takes for "run it".
 		a := hooks.Block(h, "avfs hook failed before deciding: "+err.Error()+"; the command is blocked")
-		io.WriteString(stdout, string(a.Stdout))
+		_, _ = stdout.Write(a.Stdout)
 		io.WriteString(stderr, a.Stderr)
 		return a.Exit
 	}
