@@ -125,25 +125,32 @@ class Avfs:
 
     def exec(self, argv: Optional[Sequence[str]] = None, shell: Optional[str] = None,
              cwd: Optional[str] = None, timeout: Optional[float] = None, readonly: bool = False,
-             approval: Optional[str] = None, env: Optional[Sequence[str]] = None) -> Envelope:
+             approval: Optional[str] = None, env: Optional[Sequence[str]] = None,
+             mount_mode: Optional[str] = None) -> Envelope:
         """Runs argv (or the shell script) through avfs and returns its
         envelope, whatever the decision; env is KEY=VALUE strings for the
-        command. Raises AvfsError when avfs prints an error document instead
+        command. timeout is seconds, or (over the CLI) a Go duration string
+        ("10s") passed to --timeout as it is; mount_mode is auto, fuse or
+        materialize. Raises AvfsError when avfs prints an error document instead
         of an envelope (usage, configuration, an unreachable server)."""
         if (argv is None) == (shell is None):
             raise ValueError("exec: give argv or shell, not both or neither")
         if self.server:
             req = {"argv": list(argv) if argv is not None else None, "shell": shell, "cwd": cwd,
                    "vault": self.vault, "timeout_ms": _ms(timeout), "readonly": readonly or None,
-                   "approval_id": approval, "env": list(env) if env else None}
+                   "approval_id": approval, "env": list(env) if env else None, "mount_mode": mount_mode}
             req = {k: v for k, v in req.items() if v is not None}
+            if isinstance(timeout, str):
+                raise ValueError("exec: over avfs serve, timeout is a number of seconds")
             doc, status = self._post("/v1/exec", req, timeout=None if timeout is None else timeout + 60)
         else:
             args = ["proxy", "exec"]
             if cwd is not None:
                 args += ["--cwd", cwd]
             if timeout is not None:
-                args += ["--timeout", "%dms" % _ms(timeout)]
+                args += ["--timeout", timeout if isinstance(timeout, str) else "%dms" % _ms(timeout)]
+            if mount_mode:
+                args += ["--mount-mode", mount_mode]
             if readonly:
                 args += ["--readonly"]
             if approval:
