@@ -7,7 +7,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 TAGS    := urfave_cli_no_docs
 PKGS    := ./...
 
-.PHONY: all build test test-go test-rego test-corpus lint bench deps clean
+.PHONY: all build test test-go test-python test-rego test-corpus lint bench deps clean
 
 all: build
 
@@ -32,7 +32,7 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-test: lint test-rego test-corpus test-go
+test: lint test-rego test-corpus test-go test-python
 
 # test-corpus decides the cases of tests/corpus with the default policy
 # (engine's TestCorpus) and prints the score of each category; it fails
@@ -44,6 +44,11 @@ test-corpus:
 
 test-go: build
 	AVFS_BIN=$(CURDIR)/bin/avfs $(GO) test -race -count=1 -timeout 40m $(PKGS)
+
+# test-python runs the Python client's tests (clients/python) against the
+# binary; under CI=true they fail rather than skip without it.
+test-python: build
+	AVFS_BIN=$(CURDIR)/bin/avfs python3 -m unittest discover -s clients/python/tests -v
 
 # test-rego checks, formats and tests the Rego of the default bundle
 # (policies/) with the tests in tests/rego, and fails unless every line of

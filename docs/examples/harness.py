@@ -4,7 +4,8 @@
 An agent framework runs every command of its agent through avfs instead of
 a shell. avfs decides with its policy, checkpoints the vault when the
 command may change it, runs the command in the vault and prints one JSON
-envelope (schema_version 1). This script shows how to act on each decision:
+envelope (schema_version 1). This script, built on the Python client in
+clients/python (the avfs package), shows how to act on each decision:
 
   allow, allow_with_checkpoint   the command ran: show its output and the
                                  files it changed; after a checkpoint, offer
@@ -28,76 +29,18 @@ to stdout and stderr as the command wrote it.
 """
 
 import argparse
-import base64
-import json
-import subprocess
+import os
 import sys
 
-# Exit statuses of `avfs proxy exec` (see wire/envelope.go).
-EXIT_TIMED_OUT = 124
-EXIT_AVFS_FAILED = 125
-EXIT_NOT_RUN = 126
-EXIT_NOT_FOUND = 127
+# The client lives in clients/python; installed elsewhere, import it as is.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
 
-ENVELOPE_KIND = "proxy_exec_result"
-ENVELOPE_VERSION = 1
-
-
-class AvfsError(Exception):
-    """avfs failed before it could print an envelope (usage, config …)."""
+from avfs import Avfs, AvfsError  # noqa: E402
+from avfs.envelope import ENVELOPE_SCHEMA_VERSION, EXIT_AVFS_FAILED, EXIT_NOT_FOUND, EXIT_NOT_RUN  # noqa: E402
 
 
 def log(message):
     print("harness: " + message, file=sys.stderr, flush=True)
-
-
-def avfs_json(opts, args):
-    """Runs `avfs --json ARGS` (not proxy exec) and returns its document."""
-    cmd = [opts.avfs, "--json"] + vault_args(opts) + args
-    p = subprocess.run(cmd, capture_output=True)
-    try:
-        doc = json.loads(p.stdout)
-    except ValueError:
-        raise AvfsError("%s: exit %d: %s" % (" ".join(args), p.returncode, p.stderr.decode(errors="replace").strip()))
-    if p.returncode != 0:
-        err = doc.get("error") or {}
-        raise AvfsError("%s: %s: %s" % (" ".join(args), err.get("code"), err.get("message")))
-    return doc
-
-
-def vault_args(opts):
-    return ["--vault", opts.vault] if opts.vault else []
-
-
-def proxy_exec(opts, argv, approval=None):
-    """Runs argv through `avfs proxy exec` and returns (envelope, exit status)."""
-    cmd = [opts.avfs, "--json"] + vault_args(opts) + ["proxy", "exec", "--timeout", opts.timeout]
-    if opts.mount_mode:
-        cmd += ["--mount-mode", opts.mount_mode]
-    if approval:
-        cmd += ["--approval", approval]
-    # Everything after "--" is the command, even if it looks like an option.
-    cmd += ["--"] + argv
-    # stdin stays ours: avfs gives the command /dev/null unless --stdin.
-    p = subprocess.run(cmd, capture_output=True)
-    try:
-        env = json.loads(p.stdout)
-    except ValueError:
-        raise AvfsError("avfs printed no JSON (exit %d): %s" % (p.returncode, p.stderr.decode(errors="replace").strip()))
-    # A usage or configuration error is an {"error": …} document, not an envelope.
-    if env.get("kind") != ENVELOPE_KIND:
-        err = env.get("error") or {}
-        raise AvfsError("avfs failed (exit %d): %s: %s" % (p.returncode, err.get("code"), err.get("message")))
-    if env.get("schema_version") != ENVELOPE_VERSION:
-        raise AvfsError("unsupported envelope schema_version %r" % env.get("schema_version"))
-    return env, p.returncode
-
-
-def output_bytes(text, encoding):
-    """The command's output as bytes: UTF-8 text, or base64 for binary output."""
-    if encoding == "base64":
-        return base64.b64decode(text)
-    return text.encode("utf-8")
 
 
 def ask(question, answer):
@@ -115,102 +58,107 @@ def ask(question, answer):
 
 
 def describe_change(c):
-    size = {"added": "%s bytes" % c["size_after"], "deleted": "was %s bytes" % c["size_before"]}.get(
-        c["op"], "%s -> %s bytes" % (c["size_before"], c["size_after"]))
+    size = {"added": "%s bytes" % c.size_after, "deleted": "was %s bytes" % c.size_before}.get(
+        c.op, "%s -> %s bytes" % (c.size_before, c.size_after))
     mode = ""
-    if c.get("mode_before") and c.get("mode_after") and c["mode_before"] != c["mode_after"]:
-        mode = ", mode %s -> %s" % (c["mode_before"], c["mode_after"])
-    return "%s %s %s (%s%s)" % (c["op"], c["kind"], c["path"], size, mode)
+    if c.mode_before and c.mode_after and c.mode_before != c.mode_after:
+        mode = ", mode %s -> %s" % (c.mode_before, c.mode_after)
+    return "%s %s %s (%s%s)" % (c.op, c.kind, c.path, size, mode)
 
 
 def show_run(env):
     """Passes the command's output on and reports how it ended."""
-    p = env["process"]
-    sys.stdout.buffer.write(output_bytes(p["stdout"], p["stdout_encoding"]))
+    p = env.process
+    sys.stdout.buffer.write(p.stdout_data())
     sys.stdout.flush()
-    sys.stderr.buffer.write(output_bytes(p["stderr"], p["stderr_encoding"]))
+    sys.stderr.buffer.write(p.stderr_data())
     sys.stderr.flush()
     for stream in ("stdout", "stderr"):
-        if p[stream + "_truncated"]:
-            log("%s was cut: the command wrote %d bytes, avfs kept the head and the tail" % (stream, p[stream + "_bytes"]))
-    if p["timed_out"]:
-        log("timed out after %d ms (ended with %s)" % (p["duration_ms"], p["signal"] or "its own exit"))
-    elif p["exit_code"] == EXIT_NOT_FOUND:
-        log("program not found: %s" % env["command"]["argv"][:1])
-    elif p["signal"]:
-        log("killed by %s" % p["signal"])
-    if p.get("interrupted"):
-        log("cut short: avfs received %s and passed it on" % p["interrupted"])
-    if (env.get("mount") or {}).get("discarded"):
-        log("read-only run: %d change(s) to the copy were thrown away" % env["mount"]["discarded"])
-    log("exit %d, %d change(s)" % (p["exit_code"], env.get("changes_total", len(env["changes"]))))
-    for h in env.get("hints", []):
+        if getattr(p, stream + "_truncated"):
+            log("%s was cut: the command wrote %d bytes, avfs kept the head and the tail"
+                % (stream, getattr(p, stream + "_bytes")))
+    if p.timed_out:
+        log("timed out after %d ms (ended with %s)" % (p.duration_ms, p.signal or "its own exit"))
+    elif p.exit_code == EXIT_NOT_FOUND:
+        log("program not found: %s" % env.command.argv[:1])
+    elif p.signal:
+        log("killed by %s" % p.signal)
+    if p.interrupted:
+        log("cut short: avfs received %s and passed it on" % p.interrupted)
+    if env.mount and env.mount.discarded:
+        log("read-only run: %d change(s) to the copy were thrown away" % env.mount.discarded)
+    log("exit %d, %d change(s)" % (p.exit_code, env.changes_total))
+    for h in env.hints:
         # network_off: the sandbox had no network and the command needed one;
         # the message says how to get it, command (if any) is what to run next.
-        log("hint %s: %s" % (h["code"], h["message"]))
-        if h.get("command"):
-            log("  next: %s" % h["command"])
-    for c in env["changes"]:
+        log("hint %s: %s" % (h.code, h.message))
+        if h.command:
+            log("  next: %s" % h.command)
+    for c in env.changes:
         log("  " + describe_change(c))
-    if env.get("changes_truncated"):
-        log("  … and %d more (see avfs checkpoint diff)" % (env["changes_total"] - len(env["changes"])))
+    if env.changes_truncated:
+        log("  … and %d more (see avfs checkpoint diff)" % (env.changes_total - len(env.changes)))
 
 
-def handle(opts, argv, env, status):
+def handle(avfs, opts, argv, env):
     """Acts on one envelope and returns the harness's exit status."""
-    decision = env["decision"]
-    log("decision %s (%s)" % (decision, ", ".join(r["id"] for r in env["policy"]["reasons"])))
+    if env.schema_version != ENVELOPE_SCHEMA_VERSION:
+        raise AvfsError("unsupported", "unsupported envelope schema_version %r" % env.schema_version)
+    status = env.exit_status
+    log("decision %s (%s)" % (env.decision, ", ".join(r.id for r in env.reasons)))
 
-    if env["process"] is None:
-        # The command did not run.
-        err = env["error"]
-        if err is not None:
+    if not env.ran:
+        if env.error is not None:
             # avfs failed (125; the decision is then "deny", fail closed),
             # or the approval given was refused (126).
-            log("not run: %s: %s" % (err["code"], err["message"]))
+            log("not run: %s: %s" % (env.error.code, env.error.message))
             return status
-        if decision == "deny":
+        if env.decision == "deny":
             log("denied by the policy:")
-            for r in env["policy"]["reasons"]:
-                log("  %s: %s" % (r["id"], r["message"]))
+            for r in env.reasons:
+                log("  %s: %s" % (r.id, r.message))
             return status
-        if decision == "require_approval":
-            return approve_and_rerun(opts, argv, env)
+        if env.decision == "require_approval":
+            return approve_and_rerun(avfs, opts, argv, env)
         log("not run, exit %d" % status)
         return status
 
     # The command ran (allow, allow_with_checkpoint, or an approved run).
     show_run(env)
-    if env["error"] is not None:
-        log("avfs failed after the run: %s: %s" % (env["error"]["code"], env["error"]["message"]))
-    if env["rollback"] is not None:
-        log("rolled back to checkpoint %d (%s)" % (env["rollback"]["checkpoint"]["id"], env["rollback"]["reason"]))
-    elif env["checkpoint"] is not None and env["changes"]:
-        cp = env["checkpoint"]["id"]
+    if env.error is not None:
+        log("avfs failed after the run: %s: %s" % (env.error.code, env.error.message))
+    if env.rollback is not None:
+        log("rolled back to checkpoint %d (%s)" % (env.rollback.checkpoint.id, env.rollback.reason))
+    elif env.checkpoint is not None and env.changes:
+        cp = env.checkpoint.id
         if ask("Undo these changes (restore checkpoint %d)?" % cp, opts.rollback):
-            avfs_json(opts, ["checkpoint", "restore", str(cp)])
+            avfs.checkpoint_restore(cp)
             log("restored checkpoint %d" % cp)
     return status
 
 
-def approve_and_rerun(opts, argv, env):
+def approve_and_rerun(avfs, opts, argv, env):
     """Asks a person about a pending approval; grants and reruns, or denies."""
-    ap = env["approval"]
-    log("approval needed (%s, expires %s):" % (ap["id"], ap["expires_at"]))
-    for r in env["policy"]["reasons"]:
-        log("  %s: %s" % (r["id"], r["message"]))
+    ap = env.approval
+    log("approval needed (%s, expires %s):" % (ap.id, ap.expires_at))
+    for r in env.reasons:
+        log("  %s: %s" % (r.id, r.message))
     if not ask("Run %r?" % " ".join(argv), opts.approve):
-        avfs_json(opts, ["approval", "deny", ap["id"], "--reason", "declined in the harness"])
-        log("denied %s" % ap["id"])
+        avfs.approval_deny(ap.id, reason="declined in the harness")
+        log("denied %s" % ap.id)
         return EXIT_NOT_RUN
     # With an approver secret configured (AVFS_APPROVER_KEY or approval.key_file),
     # the grant must be made where the secret is: here, the person's side.
-    avfs_json(opts, ["approval", "grant", ap["id"], "--reason", "approved in the harness"])
-    log("granted %s; running it" % ap["id"])
+    avfs.approval_grant(ap.id, reason="approved in the harness")
+    log("granted %s; running it" % ap.id)
     # The approval is bound to this exact command, directory, vault and
     # policy revision, and can be used once.
-    env, status = proxy_exec(opts, argv, approval=ap["id"])
-    return handle(opts, argv, env, status)
+    return handle(avfs, opts, argv, run(avfs, opts, argv, approval=ap.id))
+
+
+def run(avfs, opts, argv, approval=None):
+    # stdin stays ours: avfs gives the command /dev/null.
+    return avfs.exec(argv=argv, timeout=opts.timeout, mount_mode=opts.mount_mode, approval=approval)
 
 
 def main():
@@ -234,11 +182,12 @@ def main():
     argv = opts.command[1:] if opts.command[:1] == ["--"] else opts.command
     if not argv:
         parser.error("missing command (… -- CMD [ARG...])")
+    avfs = Avfs(bin=opts.avfs, vault=opts.vault)
     try:
-        env, status = proxy_exec(opts, argv)
-        return handle(opts, argv, env, status)
+        return handle(avfs, opts, argv, run(avfs, opts, argv))
     except AvfsError as e:
-        log(str(e))
+        # A usage or configuration error is an {"error": …} document, not an envelope.
+        log("avfs failed (exit %s): %s: %s" % (e.exit_status, e.code, e.message))
         return EXIT_AVFS_FAILED
 
 
