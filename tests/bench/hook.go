@@ -19,8 +19,8 @@ func init() { register("46-hook", hookBench) }
 func hookBench(ctx context.Context, cfg config) ([]section, error) {
 	const n = 20
 	s := section{
-		Title: "Hooks: one-shot `avfs hook claude-code`",
-		Intro: fmt.Sprintf("Wall time of one process answering a recorded Claude Code PreToolUse payload for `git status` (allowed, rewritten to run through `avfs proxy exec`), median and 90th percentile of %d runs after one to warm the file cache; the rows take turns. Target: under 30 ms for an allow.", n),
+		Title:  "Hooks: one-shot `avfs hook claude-code`",
+		Intro:  fmt.Sprintf("Wall time of one process answering a recorded Claude Code PreToolUse payload for `git status` (allowed, rewritten to run through `avfs proxy exec`), median and 90th percentile of %d runs after one to warm the file cache; the rows take turns. Target: under 30 ms for an allow.", n),
 		Header: []string{"command", "median", "p90", "target"},
 	}
 	home := filepath.Join(cfg.Work, "hook-home")
@@ -37,7 +37,7 @@ func hookBench(ctx context.Context, cfg config) ([]section, error) {
 	payload, err := json.Marshal(map[string]any{
 		"session_id": "bench", "transcript_path": filepath.Join(project, "t.jsonl"), "cwd": project,
 		"permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Bash",
-		"tool_input": map[string]any{"command": "git status", "description": "Show the status", "timeout": 120000, "run_in_background": false},
+		"tool_input":  map[string]any{"command": "git status", "description": "Show the status", "timeout": 120000, "run_in_background": false},
 		"tool_use_id": "toolu_bench",
 	})
 	if err != nil {
