@@ -323,6 +323,9 @@ func Request(in wire.ExecRequest, r *runner.Runner) (runner.Request, error) {
 			req.MaxChanges = n
 		}
 	}
+	if req.Argv == nil {
+		req.Argv = []string{} // as proxy exec's command line has it for --shell (the approval digest tells them apart)
+	}
 	if req.Cwd == "" {
 		req.Cwd = "/"
 	}
