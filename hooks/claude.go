@@ -271,7 +271,7 @@ func claudePermissionAnswer(ctx context.Context, d Decider, o Options, in Claude
 	failed := func(err error) (Answer, error) {
 		return answer(ClaudeBehaviorDeny, fmt.Sprintf("avfs hook failed: %v; the command is blocked", err))
 	}
-	if vault, c, approval, ok := ParseRewrite(o.Exe, bash.Command); ok {
+	if vault, c, approval, ok := ParseRewrite(o.Exe, o.Server, bash.Command); ok {
 		if approval == "" {
 			return Answer{}, nil
 		}

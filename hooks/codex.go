@@ -148,7 +148,7 @@ func codexPermissionAnswer(ctx context.Context, d Decider, o Options, in CodexIn
 			Decision: CodexPermissionDecision{Behavior: b, Message: msg}}})
 		return Answer{Stdout: out}, err
 	}
-	if vault, _, approval, ok := ParseRewrite(o.Exe, in.ToolInput.Command); ok {
+	if vault, _, approval, ok := ParseRewrite(o.Exe, o.Server, in.ToolInput.Command); ok {
 		msg := "avfs: runs through avfs proxy exec in vault " + vault + ", which decides it again and holds it in its sandbox"
 		if approval != "" {
 			msg += " (under approval " + approval + ")"

@@ -48,6 +48,9 @@ type Command struct {
 	Script  string        // the shell script, as the harness would run it with sh -c
 	Cwd     string        // the vault directory it runs in ("/" is the vault's root)
 	Timeout time.Duration // the harness's timeout for it; 0 for proxy exec's default
+	// Server is the avfs serve socket the rewrite runs through (its
+	// --server); "" for none. Deciders ignore it.
+	Server string
 }
 
 // Verdict is what the policy says about a Command.
@@ -85,6 +88,10 @@ type Options struct {
 	// Headless is Claude Code without a person to ask (claude -p):
 	// require_approval answers defer instead of ask.
 	Headless bool
+	// Server is the avfs serve socket (proxy exec's --server) the
+	// rewritten commands run through; "" runs them in-process. A rewrite
+	// naming another socket is not avfs's own (see ParseRewrite).
+	Server   string
 	Timeout  time.Duration // DefaultTimeout when 0
 	MaxInput int64         // DefaultMaxInput when 0
 }
@@ -235,9 +242,14 @@ func Quote(s string) string {
 
 // Rewrite is the shell command that runs c through `avfs proxy exec`
 // in vault, printing the envelope (--json); approvalID, when not "",
-// runs it under that approval.
+// runs it under that approval; c.Server, when not "", through that avfs
+// serve (--server).
 func Rewrite(exe, vault string, c Command, approvalID string) string {
-	parts := []string{Quote(exe), "--vault", Quote(vault), "--json", "proxy", "exec", "--cwd", Quote(c.Cwd)}
+	parts := []string{Quote(exe), "--vault", Quote(vault), "--json", "proxy", "exec"}
+	if c.Server != "" {
+		parts = append(parts, "--server", Quote(c.Server))
+	}
+	parts = append(parts, "--cwd", Quote(c.Cwd))
 	if c.Timeout > 0 {
 		parts = append(parts, "--timeout", c.Timeout.String())
 	}
@@ -304,6 +316,7 @@ func decideShell(ctx context.Context, d Decider, o Options, c Command) (plan, er
 	if err != nil {
 		return plan{}, err
 	}
+	c.Server = o.Server
 	if v.Vault == "" {
 		return plan{}, errors.New("the decider named no vault")
 	}

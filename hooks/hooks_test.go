@@ -290,7 +290,7 @@ func TestParseRewrite(t *testing.T) {
 		{Command{Script: "it's\nnew line", Cwd: "/src"}, ""},
 	} {
 		line := Rewrite(exe, "my vault", c.c, c.approval)
-		vault, got, approval, ok := ParseRewrite(exe, line)
+		vault, got, approval, ok := ParseRewrite(exe, "", line)
 		if !ok || vault != "my vault" || got != c.c || approval != c.approval {
 			t.Errorf("%q: %v %q %+v %q", line, ok, vault, got, approval)
 		}
@@ -312,9 +312,44 @@ func TestParseRewrite(t *testing.T) {
 		"ls",
 		"",
 	} {
-		if _, _, _, ok := ParseRewrite(exe, bad); ok {
+		if _, _, _, ok := ParseRewrite(exe, "", bad); ok {
 			t.Errorf("taken for a rewrite: %q", bad)
 		}
+	}
+	// Through avfs serve: the rewrite carries --server, and only the
+	// hook's own socket is read back.
+	const sock = "/run/avfs serve.sock"
+	c := Command{Script: "ls", Cwd: "/src", Server: sock}
+	line := Rewrite(exe, "default", c, "ap-1")
+	if !strings.Contains(line, " proxy exec --server '"+sock+"' --cwd ") {
+		t.Fatalf("rewrite %q does not name the server", line)
+	}
+	if _, got, approval, ok := ParseRewrite(exe, sock, line); !ok || got != c || approval != "ap-1" {
+		t.Errorf("%q: %v %+v %q", line, ok, got, approval)
+	}
+	for server, command := range map[string]string{
+		"":         line,                                                            // a server the hook was not given
+		"/other":   line,                                                            // another socket
+		sock + "x": line,                                                            // not a prefix match either
+		sock:       Rewrite(exe, "default", Command{Script: "ls", Cwd: "/src"}, ""), // the hook's server missing
+	} {
+		if _, _, _, ok := ParseRewrite(exe, server, command); ok {
+			t.Errorf("server %q: taken for a rewrite: %q", server, command)
+		}
+	}
+}
+
+// TestRewriteServer: with Options.Server, the allow's rewrite runs
+// through that avfs serve.
+func TestRewriteServer(t *testing.T) {
+	o := testOptions
+	o.Server = "/run/avfs.sock"
+	p, err := decideShell(context.Background(), &fakeDecider{verdict: Verdict{Decision: wire.Allow, Vault: "default"}}, o, Command{Script: "ls", Cwd: "/"})
+	if err != nil || p.kind != planAllow || p.command != Rewrite(o.Exe, "default", Command{Script: "ls", Cwd: "/", Server: o.Server}, "") {
+		t.Fatalf("%+v %v", p, err)
+	}
+	if !strings.Contains(p.command, "--server /run/avfs.sock") {
+		t.Fatalf("rewrite %q", p.command)
 	}
 }
 

@@ -7,13 +7,14 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 )
 
-// ParseRewrite reads back a command Rewrite made for the avfs binary exe:
-// the vault, the command and the approval id. ok is false for anything
+// ParseRewrite reads back a command Rewrite made for the avfs binary exe
+// and the avfs serve socket server ("" for none): the vault, the command
+// and the approval id. ok is false for anything
 // else — another program, more than one simple command, redirections,
 // expansions, or any difference at all from what Rewrite writes for
-// those values — so that a command that merely starts like a rewrite
+// those values, a --server other than server — so that a command that merely starts like a rewrite
 // (`avfs … --shell 'ls'; rm -rf ~`) is never taken for one.
-func ParseRewrite(exe, command string) (vault string, c Command, approvalID string, ok bool) {
+func ParseRewrite(exe, server, command string) (vault string, c Command, approvalID string, ok bool) {
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX)).Parse(strings.NewReader(command), "")
 	if err != nil || len(f.Stmts) != 1 {
 		return "", Command{}, "", false
@@ -50,12 +51,21 @@ func ParseRewrite(exe, command string) (vault string, c Command, approvalID stri
 		}
 		args = append(args, b.String())
 	}
-	// exe --vault V --json proxy exec --cwd C [--timeout T] [--approval A] --shell S
-	if len(args) < 10 || args[0] != exe || args[1] != "--vault" || args[3] != "--json" || args[4] != "proxy" || args[5] != "exec" || args[6] != "--cwd" {
+	// exe --vault V --json proxy exec [--server S] --cwd C [--timeout T] [--approval A] --shell S
+	if len(args) < 10 || args[0] != exe || args[1] != "--vault" || args[3] != "--json" || args[4] != "proxy" || args[5] != "exec" {
 		return "", Command{}, "", false
 	}
-	vault, c.Cwd = args[2], args[7]
-	rest := args[8:]
+	vault, rest := args[2], args[6:]
+	if server != "" {
+		if len(rest) < 2 || rest[0] != "--server" || rest[1] != server {
+			return "", Command{}, "", false
+		}
+		c.Server, rest = server, rest[2:]
+	}
+	if len(rest) < 2 || rest[0] != "--cwd" {
+		return "", Command{}, "", false
+	}
+	c.Cwd, rest = rest[1], rest[2:]
 	if len(rest) >= 2 && rest[0] == "--timeout" {
 		d, err := time.ParseDuration(rest[1])
 		if err != nil || d <= 0 {

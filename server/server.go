@@ -3,6 +3,7 @@
 // API (docs/serve.md, docs/serve.openapi.json).
 //
 //	POST /v1/exec    a run, as `avfs --json proxy exec` (the same envelope, byte for byte)
+//	POST /v1/precheck what a run would be decided, nothing run (the decision of `avfs hook …`)
 //	POST /v1/decide  the policy's decision only, as `avfs --json policy eval`
 //	GET  /health     200 while a policy is loaded (?bundles: and it is the bundles' current content)
 //	GET  /v1/status  bundle revisions, uptime, runs in flight, the last reload error
@@ -174,6 +175,7 @@ func addrOf(ln net.Listener) string {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/exec", s.exec)
+	mux.HandleFunc("POST /v1/precheck", s.precheck)
 	mux.HandleFunc("POST /v1/decide", s.decide)
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /v1/status", s.status)
@@ -321,6 +323,9 @@ func Request(in wire.ExecRequest, r *runner.Runner) (runner.Request, error) {
 			req.MaxChanges = n
 		}
 	}
+	if req.Argv == nil {
+		req.Argv = []string{} // as proxy exec's command line has it for --shell (the approval digest tells them apart)
+	}
 	if req.Cwd == "" {
 		req.Cwd = "/"
 	}
@@ -331,6 +336,41 @@ func Request(in wire.ExecRequest, r *runner.Runner) (runner.Request, error) {
 		req.Vault = r.Store.Current()
 	}
 	return req, nil
+}
+
+// precheck is POST /v1/precheck: runner.Precheck of the run an ExecRequest
+// asks for, with the warm policy. Errors are error documents.
+func (s *Server) precheck(w http.ResponseWriter, r *http.Request) {
+	var in wire.ExecRequest
+	if err := readJSON(w, r, &in); err != nil {
+		writeError(w, 0, err)
+		return
+	}
+	st := s.state.Load()
+	req, err := Request(in, st.r)
+	if err != nil {
+		writeError(w, 0, err)
+		return
+	}
+	rn := st.r
+	if in.HostEnv != nil {
+		c := *st.r
+		c.HostEnv = in.HostEnv
+		rn = &c
+	}
+	pc, err := rn.Precheck(r.Context(), req)
+	if err != nil {
+		writeError(w, 0, err)
+		return
+	}
+	out := wire.PrecheckResult{Kind: wire.PrecheckKind, Decision: pc.Decision, Reasons: pc.Reasons, Bundles: pc.Bundles, Vault: pc.Vault}
+	if out.Reasons == nil {
+		out.Reasons = []wire.Reason{}
+	}
+	if a := pc.Approval; a != nil {
+		out.Approval = &wire.PrecheckApproval{ID: a.ID, Status: a.Status}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // decide is POST /v1/decide: the decision of `avfs policy eval`.

@@ -262,6 +262,7 @@ func TestErrors(t *testing.T) {
 		{"argv and shell", "/v1/exec", wire.ExecRequest{Argv: []string{"ls"}, Shell: "ls"}, 400, wire.CodeUsage},
 		{"negative timeout", "/v1/exec", map[string]any{"argv": []string{"ls"}, "timeout_ms": -1}, 400, wire.CodeUsage},
 		{"unknown field", "/v1/exec", map[string]any{"argv": []string{"ls"}, "timeout": "1s"}, 400, wire.CodeUsage},
+		{"precheck nothing", "/v1/precheck", wire.ExecRequest{}, 400, wire.CodeUsage},
 		{"decide nothing", "/v1/decide", wire.DecideRequest{}, 400, wire.CodeUsage},
 		{"decide bad sandbox", "/v1/decide", wire.DecideRequest{Argv: []string{"ls"}, Sandbox: "chroot"}, 400, wire.CodeUsage},
 		{"no endpoint", "/v2/exec", nil, 404, wire.CodeNotFound},
@@ -278,6 +279,72 @@ func TestErrors(t *testing.T) {
 				t.Fatalf("HTTP %d %s, want %d %s", status, b, tc.status, tc.code)
 			}
 		})
+	}
+}
+
+// TestPrecheck: /v1/precheck decides a run without running it; for
+// require_approval it creates one pending approval, finds that same one
+// again, and answers the granted one once it is granted.
+func TestPrecheck(t *testing.T) {
+	ts := startServer(t, nil, "")
+	precheck := func(in wire.ExecRequest) wire.PrecheckResult {
+		t.Helper()
+		status, _, b := ts.call("/v1/precheck", in)
+		if status != http.StatusOK {
+			t.Fatalf("precheck %+v: HTTP %d %s", in, status, b)
+		}
+		res := into[wire.PrecheckResult](t, b)
+		if res.Kind != wire.PrecheckKind || res.Vault != "default" || len(res.Bundles) != 2 || res.Reasons == nil {
+			t.Fatalf("precheck %+v: %s", in, b)
+		}
+		return res
+	}
+	for _, tc := range []struct {
+		name string
+		in   wire.ExecRequest
+		want wire.Decision
+	}{
+		{"allow", wire.ExecRequest{Argv: []string{"ls"}}, wire.Allow},
+		{"checkpoint", wire.ExecRequest{Shell: "echo hi > a.txt"}, wire.AllowWithCheckpoint},
+		{"deny", wire.ExecRequest{Argv: []string{"cat", "/etc/shadow"}, Sandbox: "none"}, wire.Deny},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if res := precheck(tc.in); res.Decision != tc.want || res.Approval != nil {
+				t.Fatalf("%+v, want %s", res, tc.want)
+			}
+		})
+	}
+	// Nothing ran: the shell command wrote no file.
+	if env, _, b := ts.exec(wire.ExecRequest{Argv: []string{"ls", "a.txt"}}); env.Process == nil || env.Process.ExitCode == 0 {
+		t.Fatalf("precheck ran the command: %s", b)
+	}
+
+	in := wire.ExecRequest{Argv: []string{"touch", "x"}}
+	first := precheck(in)
+	if first.Decision != wire.RequireApproval || first.Approval == nil || first.Approval.Status != "pending" {
+		t.Fatalf("require_approval: %+v", first)
+	}
+	if again := precheck(in); again.Approval == nil || again.Approval.ID != first.Approval.ID || again.Approval.Status != "pending" {
+		t.Fatalf("again: %+v, want the pending %s", again.Approval, first.Approval.ID)
+	}
+	v, err := vault.NewStore(ts.home, vault.Options{}).Open(context.Background(), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	all, err := v.Approvals(context.Background(), "")
+	if err != nil || len(all) != 1 {
+		t.Fatalf("approvals: %v %+v, want one", err, all)
+	}
+	if _, err := v.DecideApproval(context.Background(), first.Approval.ID, true, "fine", "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	if granted := precheck(in); granted.Approval == nil || granted.Approval.ID != first.Approval.ID || granted.Approval.Status != "granted" {
+		t.Fatalf("granted: %+v", granted.Approval)
+	}
+	// The id the precheck gave is the one the run accepts.
+	if env, status, b := ts.exec(wire.ExecRequest{Argv: []string{"touch", "x"}, ApprovalID: first.Approval.ID}); status != 0 || env.Approval == nil || env.Approval.Status != "used" {
+		t.Fatalf("approved run: %s", b)
 	}
 }
 

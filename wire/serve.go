@@ -11,7 +11,7 @@ import "time"
 const ServeStatusKind = "avfs.serve.status"
 
 // ExecRequest is the body of POST /v1/exec: the options of `avfs proxy
-// exec`. Durations are milliseconds; an absent one takes proxy exec's
+// exec` (also the body of POST /v1/precheck). Durations are milliseconds; an absent one takes proxy exec's
 // default, 0 is what 0 is on the command line (timeout_ms 0: never; wait_ms
 // 0: fail at once when the vault is busy). Env entries are KEY=VALUE, or KEY
 // for the daemon's own variable.
@@ -59,6 +59,32 @@ type DecideRequest struct {
 type DecideResult struct {
 	PolicyResult
 	Input *Input `json:"input,omitempty"`
+}
+
+// PrecheckKind is the kind of a PrecheckResult document.
+const PrecheckKind = "avfs.precheck"
+
+// PrecheckResult is the answer of POST /v1/precheck (whose body is an
+// ExecRequest): what the run would be decided — the same vault, sandbox
+// view, policy and approval digest as POST /v1/exec — found without
+// running, checkpointing or mounting anything. It is advice (the run
+// decides again), the decision of `avfs hook …` through the daemon.
+type PrecheckResult struct {
+	Kind     string       `json:"kind"` // PrecheckKind
+	Decision Decision     `json:"decision"`
+	Reasons  []Reason     `json:"reasons"`
+	Bundles  []BundleInfo `json:"bundles"`
+	Vault    string       `json:"vault"` // the vault's name
+	// Approval is, for require_approval only, the approval of exactly this
+	// run: a granted one when there is one, else a pending one (created
+	// when there was none). Its id is what --approval / approval_id takes.
+	Approval *PrecheckApproval `json:"approval,omitempty"`
+}
+
+// PrecheckApproval is the approval a PrecheckResult refers to.
+type PrecheckApproval struct {
+	ID     string `json:"id"`
+	Status string `json:"status"` // pending or granted
 }
 
 // ServeHealth is the answer of GET /health.

@@ -25,6 +25,10 @@ func TestGoldenServe(t *testing.T) {
 		"serve_health_stale": ServeHealth{Status: "stale", Error: "load policy: bundle /etc/avfs/team: rego_parse_error"},
 		"serve_exec_request": ExecRequest{Argv: []string{"make", "test"}, Cwd: "/src", Vault: "work", TimeoutMS: ms(60000), MaxChanges: &zero,
 			Env: []string{"GOFLAGS=-mod=mod"}, WaitMS: ms(0), Sandbox: "namespaces", HostEnv: []string{"PATH=/usr/bin:/bin"}},
+		"serve_precheck": PrecheckResult{Kind: PrecheckKind, Decision: RequireApproval,
+			Reasons: []Reason{{ID: "net.egress", Decision: RequireApproval, Message: "network access needs approval"}},
+			Bundles: []BundleInfo{{Name: "default", Revision: "avfs-default-1", Roots: []string{"avfs"}}}, Vault: "work",
+			Approval: &PrecheckApproval{ID: "ap-0123456789abcdef", Status: "pending"}},
 	}
 	for name, v := range docs {
 		t.Run(name, func(t *testing.T) { checkGolden(t, name, v) })
@@ -48,7 +52,8 @@ func TestServeOpenAPI(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	for schema, v := range map[string]any{"ExecRequest": ExecRequest{}, "DecideRequest": DecideRequest{}, "Status": ServeStatus{}, "Health": ServeHealth{}} {
+	for schema, v := range map[string]any{"ExecRequest": ExecRequest{}, "DecideRequest": DecideRequest{}, "Status": ServeStatus{}, "Health": ServeHealth{},
+		"PrecheckResult": PrecheckResult{}, "PrecheckApproval": PrecheckApproval{}} {
 		var fields []string
 		rt := reflect.TypeOf(v)
 		for i := range rt.NumField() {

@@ -38,6 +38,7 @@ See docs/integrations.md.`,
 func hookHarnessCommand(e *env, h hooks.Harness) *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "project", Usage: "the host `DIR` that is the vault's root: a cwd beneath it runs in the same vault directory (default: $CLAUDE_PROJECT_DIR or $GEMINI_PROJECT_DIR, else the hook's cwd)"},
+		serverFlag(),
 		&cli.DurationFlag{Name: "timeout", Value: hooks.DefaultTimeout, Usage: "block the call when no decision came within `DURATION`"},
 	}
 	if h == hooks.ClaudeCode {
@@ -58,7 +59,16 @@ func hookHarnessCommand(e *env, h hooks.Harness) *cli.Command {
 				}
 			}
 			o := hooks.Options{Exe: exe, Project: project, Headless: c.Bool("headless"), Timeout: c.Duration("timeout")}
+			if addr := c.String("server"); addr != "" {
+				o.Server = addr
+				if addr != "default" {
+					o.Server = serveSocket(e.home, addr)
+				}
+			}
 			d := &runnerDecider{e: e, c: c}
+			if o.Server != "" {
+				d.server = serveSocket(e.home, o.Server)
+			}
 			a := hooks.Run(c.Context, h, d, o, e.stdin)
 			e.printed = true // the answer is the harness's document, --json or not
 			if _, err := e.stdout.Write(a.Stdout); err != nil {
@@ -97,30 +107,47 @@ func hookHarness(args []string) (hooks.Harness, bool) {
 	return "", false
 }
 
-// runnerDecider decides as proxy exec does (runner.Precheck), with the
-// runner proxy exec would build; it builds it on first use, so that a
-// config or key that cannot be read is an error of Decide, which blocks
-// the call.
+// runnerDecider decides as proxy exec does (runner.Precheck): through the
+// avfs serve at server (POST /v1/precheck, the policy kept warm) when one
+// is named, else — and when that daemon does not answer, said on stderr
+// only (the harness's answer and exit status stay the decision's) — with
+// the runner proxy exec would build. It builds that on first use, so that
+// a config or key that cannot be read is an error of Decide, which blocks
+// the call. An error document from the daemon is an error too: it never
+// falls back on a daemon that answered.
 type runnerDecider struct {
-	e    *env
-	c    *cli.Context
-	once sync.Once
-	r    *runner.Runner
-	err  error
+	e      *env
+	c      *cli.Context
+	server string // the avfs serve socket; "" for none
+	once   sync.Once
+	r      *runner.Runner
+	err    error
 }
 
 func (d *runnerDecider) Decide(ctx context.Context, cmd hooks.Command) (hooks.Verdict, error) {
+	req := hookRequest(d.e, cmd)
+	if d.server != "" {
+		if f := setBundleFlag(d.c); f != "" {
+			fmt.Fprintf(d.e.stderr, "avfs hook: --%s is not passed to avfs serve: deciding in-process\n", f)
+		} else {
+			res, ok, note, err := serverPrecheck(ctx, d.server, req)
+			if err != nil {
+				return hooks.Verdict{}, err
+			}
+			if ok {
+				v := hooks.Verdict{Decision: res.Decision, Reasons: res.Reasons, Vault: res.Vault}
+				if a := res.Approval; a != nil {
+					v.Approval = &hooks.Approval{ID: a.ID, Status: a.Status}
+				}
+				return v, nil
+			}
+			fmt.Fprintf(d.e.stderr, "avfs hook: %s: deciding in-process\n", note)
+		}
+	}
 	d.once.Do(func() { d.r, d.err = d.e.proxyRunner(d.c) })
 	if d.err != nil {
 		return hooks.Verdict{}, d.err
 	}
-	timeout := cmd.Timeout
-	if timeout <= 0 {
-		timeout = runner.DefaultTimeout
-	}
-	// The request the rewritten `proxy exec --shell` makes: its argv is
-	// the empty list, not nil (the approval's digest tells them apart).
-	req := runner.Request{Vault: d.e.vaultName(), Argv: []string{}, Shell: cmd.Script, Cwd: cmd.Cwd, Timeout: timeout, ApprovalTTL: runner.DefaultTTL}
 	pc, err := d.r.Precheck(ctx, req)
 	if err != nil {
 		return hooks.Verdict{}, err
@@ -130,6 +157,28 @@ func (d *runnerDecider) Decide(ctx context.Context, cmd hooks.Command) (hooks.Ve
 		v.Approval = &hooks.Approval{ID: a.ID, Status: a.Status}
 	}
 	return v, nil
+}
+
+// setBundleFlag is the first bundle flag set on c, or "".
+func setBundleFlag(c *cli.Context) string {
+	for _, f := range []string{"bundle", "verification-key", "no-default-bundle"} {
+		if c.IsSet(f) {
+			return f
+		}
+	}
+	return ""
+}
+
+// hookRequest is the request the rewritten `proxy exec --shell` for cmd
+// makes.
+func hookRequest(e *env, cmd hooks.Command) runner.Request {
+	timeout := cmd.Timeout
+	if timeout <= 0 {
+		timeout = runner.DefaultTimeout
+	}
+	// The request the rewritten `proxy exec --shell` makes: its argv is
+	// the empty list, not nil (the approval's digest tells them apart).
+	return runner.Request{Vault: e.vaultName(), Argv: []string{}, Shell: cmd.Script, Cwd: cmd.Cwd, Timeout: timeout, ApprovalTTL: runner.DefaultTTL}
 }
 
 func hookInstallCommand(e *env) *cli.Command {

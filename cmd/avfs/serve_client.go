@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -26,6 +28,90 @@ func serverFlag() cli.Flag {
 		Usage: "run through the avfs serve at `SOCKET` (a path, unix:PATH, or \"default\" for $AVFS_HOME/run/avfs.sock); in-process when it does not answer"}
 }
 
+// serveSocket is the socket path --server names: "default" is
+// $AVFS_HOME/run/avfs.sock, a unix: prefix is dropped, a relative path is
+// made absolute (so that a rewritten command run elsewhere finds it).
+func serveSocket(home, addr string) string {
+	if addr == "default" {
+		return defaultSocket(home)
+	}
+	addr = strings.TrimPrefix(addr, "unix:")
+	if abs, err := filepath.Abs(addr); err == nil {
+		addr = abs
+	}
+	return addr
+}
+
+// serveClient is an HTTP client of the avfs serve at the socket addr;
+// dialed, when not nil, is set once a connection is made.
+func serveClient(addr string, dialed *atomic.Bool) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		d := net.Dialer{Timeout: time.Second}
+		c, err := d.DialContext(ctx, "unix", addr)
+		if err == nil && dialed != nil {
+			dialed.Store(true)
+		}
+		return c, err
+	}}}
+}
+
+// serverPrecheck asks the avfs serve at addr (a socket path) for the
+// precheck of req (POST /v1/precheck). ok is false when the daemon does
+// not answer, or has no such endpoint: the caller decides in-process
+// (note says why). An error document the daemon answers is err: the
+// daemon decided that the run cannot be decided, and the caller fails
+// closed.
+func serverPrecheck(ctx context.Context, addr string, req runner.Request) (res wire.PrecheckResult, ok bool, note string, err error) {
+	ms := func(d time.Duration) *int64 { n := d.Milliseconds(); return &n }
+	var host []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AVFS_APPROVER_") {
+			host = append(host, kv)
+		}
+	}
+	body, err := json.Marshal(wire.ExecRequest{Argv: req.Argv, Shell: req.Shell, Cwd: req.Cwd, Vault: req.Vault,
+		TimeoutMS: ms(req.Timeout), ApprovalTTLMS: ms(req.ApprovalTTL), Env: req.Env, Sandbox: req.Sandbox, HostEnv: host})
+	if err != nil {
+		return res, false, "", err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://avfs/v1/precheck", bytes.NewReader(body))
+	if err != nil {
+		return res, false, "", err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := serveClient(addr, nil).Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return res, false, "", err
+		}
+		return res, false, fmt.Sprintf("avfs serve at %s is not answering (%v)", addr, err), nil
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return res, false, "", fmt.Errorf("avfs serve at %s: %w", addr, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var doc struct {
+			Error *struct {
+				Code    wire.Code `json:"code"`
+				Message string    `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(b, &doc) != nil || doc.Error == nil {
+			return res, false, "", fmt.Errorf("avfs serve at %s answered HTTP %d", addr, resp.StatusCode)
+		}
+		if resp.StatusCode == http.StatusNotFound && doc.Error.Code == wire.CodeNotFound { // a daemon without /v1/precheck
+			return res, false, fmt.Sprintf("avfs serve at %s has no /v1/precheck", addr), nil
+		}
+		return res, false, "", wire.Errorf(doc.Error.Code, "avfs serve: %s", doc.Error.Message)
+	}
+	if err := json.Unmarshal(b, &res); err != nil || res.Kind != wire.PrecheckKind {
+		return res, false, "", fmt.Errorf("avfs serve at %s: not a precheck answer: %s", addr, b)
+	}
+	return res, true, "", nil
+}
+
 // serverExec runs req through the avfs serve that --server (or
 // AVFS_SERVER) names and returns its envelope and exit status. It returns
 // ok false when none is named, and when the daemon cannot take the run
@@ -37,10 +123,7 @@ func (e *env) serverExec(c *cli.Context, req runner.Request) (env *wire.Envelope
 	if addr == "" {
 		return nil, 0, false
 	}
-	if addr == "default" {
-		addr = defaultSocket(e.home)
-	}
-	addr = strings.TrimPrefix(addr, "unix:")
+	addr = serveSocket(e.home, addr)
 	for _, f := range []string{"stdin", "stream", "bundle", "verification-key", "no-default-bundle"} {
 		if c.IsSet(f) {
 			fmt.Fprintf(e.stderr, "avfs: --%s is not passed to avfs serve: running in-process\n", f)
@@ -64,14 +147,7 @@ func (e *env) serverExec(c *cli.Context, req runner.Request) (env *wire.Envelope
 		return nil, 0, false
 	}
 	var dialed atomic.Bool // once connected, the daemon may have started the run
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		d := net.Dialer{Timeout: time.Second}
-		c, err := d.DialContext(ctx, "unix", addr)
-		if err == nil {
-			dialed.Store(true)
-		}
-		return c, err
-	}}}
+	client := serveClient(addr, &dialed)
 	hreq, err := http.NewRequestWithContext(c.Context, http.MethodPost, "http://avfs/v1/exec", bytes.NewReader(body))
 	if err != nil {
 		return nil, 0, false
