@@ -238,15 +238,8 @@ func writeError(w http.ResponseWriter, status int, err error) {
 // exec is POST /v1/exec.
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	var in wire.ExecRequest
-	if err := readJSON(w, r, &in); err != nil {
-		writeError(w, 0, err)
-		return
-	}
-	st := s.state.Load()
-	req, err := Request(in, st.r)
-	if err != nil {
-		writeError(w, 0, err)
+	rn, req, ok := s.execRequest(w, r)
+	if !ok {
 		return
 	}
 	s.inFlight.Add(1)
@@ -260,17 +253,34 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	if s.kill.Err() != nil {
 		env, status = runner.Failed(req, start, wire.Errorf(wire.CodeInternal, "proxy exec: avfs serve is shutting down"))
 	} else {
-		r := st.r
-		if in.HostEnv != nil {
-			c := *st.r // the runner's fields are settings: a copy runs as it does
-			c.HostEnv = in.HostEnv
-			r = &c
-		}
-		env, status = r.Exec(ctx, req)
+		env, status = rn.Exec(ctx, req)
 	}
 	s.total.Add(1)
 	w.Header().Set(ExitStatusHeader, strconv.Itoa(status))
 	writeJSON(w, http.StatusOK, env)
+}
+
+// execRequest reads the ExecRequest of r and returns the runner of the
+// current policy (a copy with the client's environment when it sent one)
+// and the runner's request; on an error it answers w and ok is false.
+func (s *Server) execRequest(w http.ResponseWriter, r *http.Request) (rn *runner.Runner, req runner.Request, ok bool) {
+	var in wire.ExecRequest
+	if err := readJSON(w, r, &in); err != nil {
+		writeError(w, 0, err)
+		return nil, req, false
+	}
+	rn = s.state.Load().r
+	req, err := Request(in, rn)
+	if err != nil {
+		writeError(w, 0, err)
+		return nil, req, false
+	}
+	if in.HostEnv != nil {
+		c := *rn // the runner's fields are settings: a copy runs as it does
+		c.HostEnv = in.HostEnv
+		rn = &c
+	}
+	return rn, req, true
 }
 
 // Request is the runner's request for in, with proxy exec's defaults and
@@ -341,22 +351,9 @@ func Request(in wire.ExecRequest, r *runner.Runner) (runner.Request, error) {
 // precheck is POST /v1/precheck: runner.Precheck of the run an ExecRequest
 // asks for, with the warm policy. Errors are error documents.
 func (s *Server) precheck(w http.ResponseWriter, r *http.Request) {
-	var in wire.ExecRequest
-	if err := readJSON(w, r, &in); err != nil {
-		writeError(w, 0, err)
+	rn, req, ok := s.execRequest(w, r)
+	if !ok {
 		return
-	}
-	st := s.state.Load()
-	req, err := Request(in, st.r)
-	if err != nil {
-		writeError(w, 0, err)
-		return
-	}
-	rn := st.r
-	if in.HostEnv != nil {
-		c := *st.r
-		c.HostEnv = in.HostEnv
-		rn = &c
 	}
 	pc, err := rn.Precheck(r.Context(), req)
 	if err != nil {
