@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"time"
 )
 
 func init() { register("46-hook", hookBench) }
@@ -64,24 +63,12 @@ func hookBench(ctx context.Context, cfg config) ([]section, error) {
 		{"`avfs hook claude-code` (allow, rewritten)", "< 30 ms", hook},
 		{"`avfs --help` (process start)", "reference", help},
 	}
-	times := make([][]time.Duration, len(rows))
-	for _, r := range rows {
-		if err := r.f(); err != nil {
-			return nil, err
-		}
-	}
-	for range n {
-		for i, r := range rows {
-			start := time.Now()
-			if err := r.f(); err != nil {
-				return nil, err
-			}
-			times[i] = append(times[i], time.Since(start))
-		}
+	times, err := timeInTurns(n, hook, help)
+	if err != nil {
+		return nil, err
 	}
 	for i, r := range rows {
 		ds := times[i]
-		sortDur(ds)
 		s.Rows = append(s.Rows, []string{r.label, fmtDur(median(ds)), fmtDur(ds[len(ds)*9/10]), r.target})
 	}
 	s.Notes = append(s.Notes, fmt.Sprintf("Load average when this section ran: %s.", loadAvg()))

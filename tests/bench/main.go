@@ -137,4 +137,29 @@ func fmtDur(d time.Duration) string {
 	}
 }
 
+// timeInTurns runs every f once to warm up, then n rounds in which each
+// runs once, so that a change of load on the machine weighs on all of them
+// alike. It returns each f's durations, sorted.
+func timeInTurns(n int, fs ...func() error) ([][]time.Duration, error) {
+	for _, f := range fs {
+		if err := f(); err != nil {
+			return nil, err
+		}
+	}
+	times := make([][]time.Duration, len(fs))
+	for range n {
+		for i, f := range fs {
+			start := time.Now()
+			if err := f(); err != nil {
+				return nil, err
+			}
+			times[i] = append(times[i], time.Since(start))
+		}
+	}
+	for _, ds := range times {
+		sortDur(ds)
+	}
+	return times, nil
+}
+
 func sortDur(ds []time.Duration) { sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] }) }

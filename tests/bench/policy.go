@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -404,27 +403,17 @@ func benchPolicyProcess(ctx context.Context, cfg config) (section, error) {
 		{"`avfs policy eval --shell <20-command script>`", run(nil, cfg.Bin, "policy", "eval", "--shell", agentScriptText), false},
 		{"`opa eval -b <default bundle> -I data.avfs.decision`, input of the 20-command script", run(scriptInput, opa, opaEval...), true},
 	}
-	// The rows take turns, one run each per round, so that a change of
-	// load on the machine weighs on all of them alike.
-	for _, r := range rows {
-		if err := r.f(); err != nil {
-			return s, err
-		}
+	fs := make([]func() error, len(rows))
+	for i, r := range rows {
+		fs[i] = r.f
 	}
-	times := make([][]time.Duration, len(rows))
-	for range n {
-		for i, r := range rows {
-			start := time.Now()
-			if err := r.f(); err != nil {
-				return s, err
-			}
-			times[i] = append(times[i], time.Since(start))
-		}
+	times, err := timeInTurns(n, fs...)
+	if err != nil {
+		return s, err
 	}
 	medians := make([]time.Duration, len(rows))
 	for i, r := range rows {
 		ds := times[i]
-		slices.Sort(ds)
 		medians[i] = median(ds)
 		target := "no slower than `opa eval`"
 		if r.opa {
