@@ -90,6 +90,7 @@ type Session struct {
 	locked bool
 	done   chan struct{}
 	panics int
+	root   *node // set before the mount is served
 }
 
 // Available reports whether FUSE can be used by this process, as a
@@ -158,6 +159,7 @@ func (s *Session) serve() error {
 		spill = os.TempDir()
 	}
 	root := &node{fsys: &fsys{store: s.store, readonly: s.opts.ReadOnly, spillDir: spill, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}, ino: vault.RootIno}
+	s.root = root
 	entry, attr, negative := cacheTimes(s.opts)
 	name := s.opts.FsName
 	if !strings.HasPrefix(name, FsNamePrefix) {
