@@ -135,7 +135,10 @@ func handleClaude(ctx context.Context, d Decider, o Options, payload []byte) (An
 	if in.HookEventName == claudePermission {
 		return claudePermissionAnswer(ctx, d, o, in, bash)
 	}
-	c := Command{Script: bash.Command, Cwd: vaultCwd(projectOf(o, in.Cwd), in.Cwd)}
+	c, err := shellCommand(o, bash.Command, in.Cwd, in.Cwd)
+	if err != nil {
+		return Answer{}, err
+	}
 	if bash.Timeout != nil && *bash.Timeout > 0 {
 		c.Timeout = time.Duration(*bash.Timeout) * time.Millisecond
 	}
@@ -271,7 +274,7 @@ func claudePermissionAnswer(ctx context.Context, d Decider, o Options, in Claude
 	failed := func(err error) (Answer, error) {
 		return answer(ClaudeBehaviorDeny, fmt.Sprintf("avfs hook failed: %v; the command is blocked", err))
 	}
-	if vault, c, approval, ok := ParseRewrite(o.Exe, o.Server, bash.Command); ok {
+	if vault, c, approval, ok := ParseRewrite(o.Exe, serverAt(o, in.Cwd), bash.Command); ok {
 		if approval == "" {
 			return Answer{}, nil
 		}
@@ -284,7 +287,10 @@ func claudePermissionAnswer(ctx context.Context, d Decider, o Options, in Claude
 		}
 		return Answer{}, nil
 	}
-	c := Command{Script: bash.Command, Cwd: vaultCwd(projectOf(o, in.Cwd), in.Cwd)}
+	c, err := shellCommand(o, bash.Command, in.Cwd, in.Cwd)
+	if err != nil {
+		return failed(err)
+	}
 	p, err := decideShell(ctx, d, o, c)
 	if err != nil {
 		return failed(err)

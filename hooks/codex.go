@@ -107,7 +107,10 @@ func handleCodex(ctx context.Context, d Decider, o Options, payload []byte) (Ans
 	case in.HookEventName == codexPermission:
 		return codexPermissionAnswer(ctx, d, o, in)
 	}
-	c := Command{Script: in.ToolInput.Command, Cwd: vaultCwd(projectOf(o, in.Cwd), in.Cwd)}
+	c, err := shellCommand(o, in.ToolInput.Command, in.Cwd, in.Cwd)
+	if err != nil {
+		return Answer{}, err
+	}
 	p, err := decideShell(ctx, d, o, c)
 	if err != nil {
 		return Answer{}, err
@@ -148,14 +151,17 @@ func codexPermissionAnswer(ctx context.Context, d Decider, o Options, in CodexIn
 			Decision: CodexPermissionDecision{Behavior: b, Message: msg}}})
 		return Answer{Stdout: out}, err
 	}
-	if vault, _, approval, ok := ParseRewrite(o.Exe, o.Server, in.ToolInput.Command); ok {
+	if vault, _, approval, ok := ParseRewrite(o.Exe, serverAt(o, in.Cwd), in.ToolInput.Command); ok {
 		msg := "avfs: runs through avfs proxy exec in vault " + vault + ", which decides it again and holds it in its sandbox"
 		if approval != "" {
 			msg += " (under approval " + approval + ")"
 		}
 		return answer(CodexBehaviorAllow, msg)
 	}
-	c := Command{Script: in.ToolInput.Command, Cwd: vaultCwd(projectOf(o, in.Cwd), in.Cwd)}
+	c, err := shellCommand(o, in.ToolInput.Command, in.Cwd, in.Cwd)
+	if err != nil {
+		return answer(CodexBehaviorDeny, fmt.Sprintf("avfs hook failed: %v; the command is blocked", err))
+	}
 	p, err := decideShell(ctx, d, o, c)
 	if err != nil {
 		return answer(CodexBehaviorDeny, fmt.Sprintf("avfs hook failed: %v; the command is blocked", err))

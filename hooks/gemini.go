@@ -84,7 +84,10 @@ func handleGemini(ctx context.Context, d Decider, o Options, payload []byte) (An
 			dir = filepath.Join(in.Cwd, sh.Directory)
 		}
 	}
-	c := Command{Script: sh.Command, Cwd: vaultCwd(projectOf(o, in.Cwd), dir)}
+	c, err := shellCommand(o, sh.Command, in.Cwd, dir)
+	if err != nil {
+		return Answer{}, err
+	}
 	p, err := decideShell(ctx, d, o, c)
 	if err != nil {
 		return Answer{}, err

@@ -49,8 +49,22 @@ type Command struct {
 	Cwd     string        // the vault directory it runs in ("/" is the vault's root)
 	Timeout time.Duration // the harness's timeout for it; 0 for proxy exec's default
 	// Server is the avfs serve socket the rewrite runs through (its
-	// --server); "" for none. Deciders ignore it.
+	// --server); "" for none. A decider decides through it when it is a
+	// workspace's (Vault is set then too).
 	Server string
+	// Vault is the vault the command is decided for and runs in: a
+	// workspace's, or the rewrite's; "" for the hook's own (--vault).
+	Vault string
+}
+
+// Workspace is a project directory that is its vault's mount (`avfs
+// workspace up DIR`): a shell command whose directory is in it runs in
+// that vault at the same path, through the avfs that serves it, so that it
+// sees what the harness's own file tools wrote there.
+type Workspace struct {
+	Dir    string // the project directory
+	Vault  string // its vault
+	Server string // the serve socket of the avfs serving it; "" while it is down
 }
 
 // Verdict is what the policy says about a Command.
@@ -94,6 +108,11 @@ type Options struct {
 	Server   string
 	Timeout  time.Duration // DefaultTimeout when 0
 	MaxInput int64         // DefaultMaxInput when 0
+	// Workspace finds the workspace a directory is in; nil (or a nil
+	// *Workspace) for none, and then Project applies. A workspace that is
+	// down blocks the call: its commands would run in a vault the
+	// harness's file tools do not see. An error blocks it too.
+	Workspace func(dir string) (*Workspace, error)
 }
 
 // Answer is what a hook command prints and how it exits.
@@ -222,6 +241,46 @@ func vaultCwd(project, cwd string) string {
 	return "/" + filepath.ToSlash(rel)
 }
 
+// shellCommand is the Command of script, run in the host directory dir
+// (the payload's cwd, or Gemini's directory): in the workspace dir is in,
+// if any, else in the vault of o.Project (or cwd).
+func shellCommand(o Options, script, cwd, dir string) (Command, error) {
+	ws, err := workspaceOf(o, dir)
+	if err != nil {
+		return Command{}, err
+	}
+	if ws != nil {
+		return Command{Script: script, Cwd: vaultCwd(ws.Dir, dir), Vault: ws.Vault, Server: ws.Server}, nil
+	}
+	return Command{Script: script, Cwd: vaultCwd(projectOf(o, cwd), dir)}, nil
+}
+
+// workspaceOf is the workspace dir is in (nil for none); one that is down
+// is an error.
+func workspaceOf(o Options, dir string) (*Workspace, error) {
+	if o.Workspace == nil || dir == "" {
+		return nil, nil
+	}
+	ws, err := o.Workspace(dir)
+	if err != nil || ws == nil {
+		return nil, err
+	}
+	if ws.Server == "" {
+		return nil, fmt.Errorf("%s is the workspace of vault %s, and it is down: a command would not see the files written there. Bring it up with `avfs workspace up %s`",
+			ws.Dir, ws.Vault, Quote(ws.Dir))
+	}
+	return ws, nil
+}
+
+// serverAt is the serve socket rewrites of commands in dir name: the
+// workspace's, else o.Server.
+func serverAt(o Options, dir string) string {
+	if ws, err := workspaceOf(o, dir); err == nil && ws != nil {
+		return ws.Server
+	}
+	return o.Server
+}
+
 // projectOf is o.Project, else cwd.
 func projectOf(o Options, cwd string) string {
 	if o.Project != "" {
@@ -316,7 +375,9 @@ func decideShell(ctx context.Context, d Decider, o Options, c Command) (plan, er
 	if err != nil {
 		return plan{}, err
 	}
-	c.Server = o.Server
+	if c.Server == "" {
+		c.Server = o.Server
+	}
 	if v.Vault == "" {
 		return plan{}, errors.New("the decider named no vault")
 	}

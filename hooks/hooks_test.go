@@ -291,6 +291,7 @@ func TestParseRewrite(t *testing.T) {
 	} {
 		line := Rewrite(exe, "my vault", c.c, c.approval)
 		vault, got, approval, ok := ParseRewrite(exe, "", line)
+		c.c.Vault = "my vault" // read back from --vault
 		if !ok || vault != "my vault" || got != c.c || approval != c.approval {
 			t.Errorf("%q: %v %q %+v %q", line, ok, vault, got, approval)
 		}
@@ -324,6 +325,7 @@ func TestParseRewrite(t *testing.T) {
 	if !strings.Contains(line, " proxy exec --server '"+sock+"' --cwd ") {
 		t.Fatalf("rewrite %q does not name the server", line)
 	}
+	c.Vault = "default"
 	if _, got, approval, ok := ParseRewrite(exe, sock, line); !ok || got != c || approval != "ap-1" {
 		t.Errorf("%q: %v %+v %q", line, ok, got, approval)
 	}

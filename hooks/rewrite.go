@@ -79,7 +79,7 @@ func ParseRewrite(exe, server, command string) (vault string, c Command, approva
 	if len(rest) != 2 || rest[0] != "--shell" {
 		return "", Command{}, "", false
 	}
-	c.Script = rest[1]
+	c.Script, c.Vault = rest[1], vault
 	if Rewrite(exe, vault, c, approvalID) != command {
 		return "", Command{}, "", false
 	}

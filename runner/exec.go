@@ -80,6 +80,9 @@ type Runner struct {
 	// directories and bundles, keys): a run without a sandbox is refused
 	// while its command could rewrite any of them (see checkTrust).
 	Trusted []string
+	// Attached is the vault this process keeps mounted as a workspace, if
+	// any: its runs work in that mount (see Attached).
+	Attached *Attached
 }
 
 // Request is one `avfs proxy exec`.
@@ -332,7 +335,14 @@ func (x *execution) open(ctx context.Context) error {
 	if x.info, err = v.Info(ctx); err != nil {
 		return err
 	}
-	if x.view, err = x.r.resolveView(x.req, x.probe); err != nil {
+	if err := x.checkAttached(); err != nil {
+		return err
+	}
+	at := ""
+	if a := x.r.attachedTo(x.info.Name); a != nil {
+		at = a.Dir // a --readonly run too: its own mount is shown there
+	}
+	if x.view, err = x.r.resolveView(x.req, x.probe, at); err != nil {
 		return err
 	}
 	if x.view.input.Mode == wire.SandboxNone && !x.req.AllowWritableTrust {
@@ -443,10 +453,13 @@ func (x *execution) lock(ctx context.Context) error {
 		}
 		x.later(func(ctx context.Context) { v.Unlock(ctx, LockExec) })
 		// Nor may a writer mount of someone else's change the vault under
-		// the checkpoint and the mark.
-		err = waitBusy(ctx, x.busy, func() error { return mountedBy(ctx, v) })
-		if err != nil {
-			return fmt.Errorf("proxy exec: waited %s for the vault: %w", req.BusyWait, err)
+		// the checkpoint and the mark (the workspace's own mount is the
+		// run's).
+		if x.attached() == nil {
+			err = waitBusy(ctx, x.busy, func() error { return mountedBy(ctx, v) })
+			if err != nil {
+				return fmt.Errorf("proxy exec: waited %s for the vault: %w", req.BusyWait, err)
+			}
 		}
 		// Marks are only taken under the lock: any left are of runs whose
 		// avfs was killed, and would keep old rows forever.
@@ -503,7 +516,13 @@ func (x *execution) checkpoint(ctx context.Context) error {
 // mount presents the vault as a host directory: mounted, or materialised.
 func (x *execution) mount(ctx context.Context) error {
 	x.started = time.Now()
-	ws, err := x.r.present(ctx, x.v, x.info.Name, x.req, x.busy)
+	var ws *workspace
+	var err error
+	if a := x.attached(); a != nil {
+		ws, err = x.r.presentAttached(a)
+	} else {
+		ws, err = x.r.present(ctx, x.v, x.info.Name, x.req, x.busy)
+	}
 	if err != nil {
 		return err
 	}
@@ -547,7 +566,7 @@ func (x *execution) run(ctx context.Context) error {
 	} else {
 		spec.Env = x.r.environment(req, x.view, ws.dir, x.out.ID)
 		spec.Dir = filepath.Join(ws.dir, filepath.FromSlash(strings.TrimPrefix(x.cwd, "/")))
-		spec.DirServed = ws.session != nil
+		spec.DirServed = ws.session != nil || ws.attached
 	}
 	proc, err := Start(ctx, spec)
 	x.ran = err == nil
@@ -617,7 +636,7 @@ func (x *execution) summarize(ctx context.Context) error {
 	x.out.Timing.SummaryMS = ms(time.Since(t))
 	x.status = exitStatus(pr)
 	if req.RollbackOnFailure && x.cp != nil && (pr.TimedOut || x.status != 0) {
-		if _, err := v.RestoreCheckpoint(ctx, strconv.FormatInt(x.cp.ID, 10)); err != nil {
+		if _, err := x.r.restore(ctx, v, x.info.Name, strconv.FormatInt(x.cp.ID, 10)); err != nil {
 			return fmt.Errorf("roll back: %w", err)
 		}
 		reason := "exit_code"
@@ -851,6 +870,9 @@ type workspace struct {
 	// may replace dir (by a symlink to a host directory, say): what is
 	// there then is neither read back nor removed.
 	copied os.FileInfo
+	// attached: dir is the workspace's live mount (see Attached), which
+	// stays when the run ends.
+	attached bool
 }
 
 // copyIntact fails with host_io unless dir is still the directory the

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -203,14 +204,16 @@ func writeNoFollow(dir, name string, data []byte) error {
 
 // resolveView decides how req's command is held: in namespaces when the
 // mode allows and probe found the kernel willing, else none with the
-// reason (under namespaces, a refusal fails the run).
-func (r *Runner) resolveView(req Request, probe func() error) (view, error) {
+// reason (under namespaces, a refusal fails the run). at, when not "", is
+// where the command sees the vault either way: an attached workspace's
+// directory.
+func (r *Runner) resolveView(req Request, probe func() error, at string) (view, error) {
 	mode, err := r.sandboxMode(req)
 	if err != nil {
 		return view{}, err
 	}
 	none := func(reason string) view {
-		ws := ""
+		ws := at
 		if req.Mountpoint != "" {
 			ws, _ = filepath.Abs(req.Mountpoint)
 		}
@@ -229,10 +232,7 @@ func (r *Runner) resolveView(req Request, probe func() error) (view, error) {
 		}
 		return none("the kernel refused a sandbox: " + err.Error()), nil
 	}
-	ws := r.Sandbox.Workspace
-	if ws == "" {
-		ws = sandbox.DefaultWorkspace
-	}
+	ws := cmp.Or(at, r.Sandbox.Workspace, sandbox.DefaultWorkspace)
 	return view{input: sandbox.Input(wire.SandboxNamespaces, "", ws, r.sandboxHome())}, nil
 }
 

@@ -31,7 +31,7 @@ func TestResolveView(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &Runner{Sandbox: SandboxConfig{Mode: c.config}}
-			vw, err := r.resolveView(Request{Sandbox: c.flag}, c.probe)
+			vw, err := r.resolveView(Request{Sandbox: c.flag}, c.probe, "")
 			if c.code != "" {
 				if !wire.HasCode(err, c.code) {
 					t.Fatalf("got %v, want code %s", err, c.code)
@@ -52,14 +52,14 @@ func TestResolveView(t *testing.T) {
 // grant in a sandbox, and the host's without one.
 func TestViewReport(t *testing.T) {
 	r := &Runner{}
-	vw, _ := r.resolveView(Request{}, func() error { return nil })
+	vw, _ := r.resolveView(Request{}, func() error { return nil }, "")
 	if got := vw.report(wire.SandboxGrant{}, "/run/x").Network; got != wire.NetworkNone {
 		t.Errorf("no grant: %s", got)
 	}
 	if got := vw.report(wire.SandboxGrant{Network: wire.NetworkHost}, "/run/x").Network; got != wire.NetworkHost {
 		t.Errorf("grant: %s", got)
 	}
-	none, _ := r.resolveView(Request{Sandbox: SandboxNone}, nil)
+	none, _ := r.resolveView(Request{Sandbox: SandboxNone}, nil, "")
 	if rep := none.report(wire.SandboxGrant{}, "/run/x"); rep.Network != wire.NetworkHost || rep.Workspace != "/run/x" {
 		t.Errorf("none: %+v", rep)
 	}
@@ -89,7 +89,7 @@ func TestSandboxSpec(t *testing.T) {
 	base := t.TempDir()
 	os.Mkdir(filepath.Join(base, "root"), 0o700)
 	r := &Runner{Sandbox: SandboxConfig{CacheDir: filepath.Join(base, "cache"), HomeFiles: []string{".no-such-file"}}, HostEnv: []string{"PATH=/usr/bin:/bin"}}
-	vw, _ := r.resolveView(Request{}, func() error { return nil })
+	vw, _ := r.resolveView(Request{}, func() error { return nil }, "")
 	ws := &workspace{dir: filepath.Join(base, "root"), base: base}
 	spec, err := r.sandboxSpec(Request{}, vw, wire.SandboxGrant{Network: wire.NetworkHost}, ws, "/src", "v1")
 	if err != nil {

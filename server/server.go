@@ -177,6 +177,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/exec", s.exec)
 	mux.HandleFunc("POST /v1/precheck", s.precheck)
 	mux.HandleFunc("POST /v1/decide", s.decide)
+	mux.HandleFunc("POST /v1/restore", s.restore)
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /v1/status", s.status)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -50,6 +51,18 @@ func (k Kind) special() bool { return k == KindFifo || k == KindSocket }
 
 // MarshalText makes kinds strings on the wire.
 func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads a kind MarshalText wrote (a client of avfs serve
+// reads the documents the daemon answers); an unknown name is an error.
+func (k *Kind) UnmarshalText(b []byte) error {
+	for _, c := range []Kind{KindFile, KindDir, KindSymlink, KindFifo, KindSocket} {
+		if c.String() == string(b) {
+			*k = c
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown kind %q", b)
+}
 
 // Attr are an inode's attributes.
 type Attr struct {

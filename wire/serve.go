@@ -129,3 +129,14 @@ func HTTPStatus(c Code) int {
 		return 500
 	}
 }
+
+// RestoreRequest is the body of POST /v1/restore: return a vault to a
+// checkpoint, as `avfs checkpoint restore` does, through the daemon that
+// may hold it (a workspace's, which alone may change a vault it keeps
+// mounted). The answer is the document `avfs --json checkpoint restore`
+// prints.
+type RestoreRequest struct {
+	Vault      string `json:"vault,omitempty"` // vault name (the current one when empty)
+	Checkpoint string `json:"checkpoint"`      // id or name
+	WaitMS     *int64 `json:"wait_ms,omitempty"`
+}

@@ -92,22 +92,17 @@ func checkpointCommand(e *env) *cli.Command {
 					if err != nil {
 						return err
 					}
-					return e.withVault(c, func(v *vault.Vault) error {
-						res, err := v.RestoreCheckpoint(c.Context, a[0])
-						if err != nil {
-							return err
-						}
-						if res.Changes == nil {
-							res.Changes = []vault.Change{}
-						}
-						return e.emit(res, func(w io.Writer) error {
+					res, err := e.restore(c.Context, e.vaultName(), a[0])
+					if err != nil {
+						return err
+					}
+					return e.emit(res, func(w io.Writer) error {
 							if err := printChanges(w, res.Changes); err != nil {
 								return err
 							}
 							_, err := fmt.Fprintf(w, "restored checkpoint %s (%d changes)\n", cpLabel(res.Checkpoint), len(res.Changes))
 							return err
 						})
-					})
 				},
 			},
 			{

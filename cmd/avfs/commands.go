@@ -15,6 +15,6 @@ func commands(e *env) []*cli.Command {
 	cmds = append(cmds, gcCommand(e), quotaCommand(e), auditCommand(e), cacheCommand(e))
 	cmds = append(cmds, mountCommand(e), unmountCommand(e))
 	cmds = append(cmds, proxyCommand(e), approvalCommand(e))
-	cmds = append(cmds, hookCommand(e), mcpCommand(e), serveCommand(e))
+	cmds = append(cmds, hookCommand(e), mcpCommand(e), serveCommand(e), workspaceCommand(e))
 	return cmds
 }

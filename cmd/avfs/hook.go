@@ -14,6 +14,7 @@ import (
 	"avfs/hooks"
 	"avfs/runner"
 	"avfs/wire"
+	"avfs/workspace"
 )
 
 func hookCommand(e *env) *cli.Command {
@@ -65,6 +66,7 @@ func hookHarnessCommand(e *env, h hooks.Harness) *cli.Command {
 					o.Server = serveSocket(e.home, addr)
 				}
 			}
+			o.Workspace = hookWorkspace(workspace.Registry{Home: e.home})
 			d := &runnerDecider{e: e, c: c}
 			if o.Server != "" {
 				d.server = serveSocket(e.home, o.Server)
@@ -126,6 +128,22 @@ type runnerDecider struct {
 
 func (d *runnerDecider) Decide(ctx context.Context, cmd hooks.Command) (hooks.Verdict, error) {
 	req := hookRequest(d.e, cmd)
+	if cmd.Vault != "" && cmd.Server != "" && cmd.Server != d.server {
+		// A workspace's: only the avfs that serves it decides (its view
+		// shows the vault at the project directory), never this process.
+		res, ok, note, err := serverPrecheck(ctx, cmd.Server, req)
+		if err != nil {
+			return hooks.Verdict{}, err
+		}
+		if !ok {
+			return hooks.Verdict{}, fmt.Errorf("the workspace's avfs did not decide: %s", note)
+		}
+		v := hooks.Verdict{Decision: res.Decision, Reasons: res.Reasons, Vault: res.Vault}
+		if a := res.Approval; a != nil {
+			v.Approval = &hooks.Approval{ID: a.ID, Status: a.Status}
+		}
+		return v, nil
+	}
 	if d.server != "" {
 		if f := setBundleFlag(d.c); f != "" {
 			fmt.Fprintf(d.e.stderr, "avfs hook: --%s is not passed to avfs serve: deciding in-process\n", f)
@@ -178,7 +196,31 @@ func hookRequest(e *env, cmd hooks.Command) runner.Request {
 	}
 	// The request the rewritten `proxy exec --shell` makes: its argv is
 	// the empty list, not nil (the approval's digest tells them apart).
-	return runner.Request{Vault: e.vaultName(), Argv: []string{}, Shell: cmd.Script, Cwd: cmd.Cwd, Timeout: timeout, ApprovalTTL: runner.DefaultTTL}
+	name := cmd.Vault
+	if name == "" {
+		name = e.vaultName()
+	}
+	return runner.Request{Vault: name, Argv: []string{}, Shell: cmd.Script, Cwd: cmd.Cwd, Timeout: timeout, ApprovalTTL: runner.DefaultTTL}
+}
+
+// hookWorkspace finds the workspace (avfs workspace up) a hook's directory
+// is in, with the socket of the avfs serving it while it is up.
+func hookWorkspace(reg workspace.Registry) func(dir string) (*hooks.Workspace, error) {
+	return func(dir string) (*hooks.Workspace, error) {
+		b, ok, err := reg.Find(dir)
+		if err != nil || !ok {
+			return nil, err
+		}
+		ws := &hooks.Workspace{Dir: b.Dir, Vault: b.Vault}
+		l, err := reg.Live(b.Dir)
+		if err != nil {
+			return nil, err
+		}
+		if l != nil {
+			ws.Server = l.Socket
+		}
+		return ws, nil
+	}
 }
 
 func hookInstallCommand(e *env) *cli.Command {

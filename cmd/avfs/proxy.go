@@ -16,6 +16,7 @@ import (
 	"avfs/engine"
 	"avfs/runner"
 	"avfs/wire"
+	"avfs/workspace"
 )
 
 func proxyCommand(e *env) *cli.Command {
@@ -116,7 +117,20 @@ func proxyExecCommand(e *env) *cli.Command {
 					req.Stdout = e.stderr
 				}
 			}
-			env, status, served := e.serverExec(c, req)
+			addr, ws, err := e.execServer(c, req.Vault)
+			if err != nil {
+				env, status := runner.Failed(req, start, err)
+				return e.printRun(c, env, status)
+			}
+			env, status, served := e.serverExec(c, req, addr)
+			if !served && ws != nil {
+				// The workspace's avfs alone may change its vault: an
+				// in-process run would wait for it and fail vault_busy.
+				env, status = runner.Failed(req, start, wire.Errorf(wire.CodeVaultBusy,
+					"proxy exec: the vault %s is the workspace at %s, served by pid %d, which did not take the run (see above); --stdin and --stream runs cannot go through it", ws.Vault, ws.Dir, ws.PID).
+					With("holder_pid", ws.PID).With("dir", ws.Dir))
+				served = true
+			}
 			if !served {
 				r, err := e.proxyRunner(c)
 				if err != nil {
@@ -126,17 +140,37 @@ func proxyExecCommand(e *env) *cli.Command {
 					env, status = r.Exec(c.Context, req)
 				}
 			}
-			if e.json {
-				e.printed = true
-				if err := writeJSON(e.stdout, env); err != nil {
-					return err
-				}
-				return &exitStatus{code: status}
-			}
-			printEnvelope(e, env, c.Bool("stream"))
-			return &exitStatus{code: status}
+			return e.printRun(c, env, status)
 		},
 	}
+}
+
+// printRun prints a run's envelope (JSON, or for people) and ends with its
+// exit status.
+func (e *env) printRun(c *cli.Context, env *wire.Envelope, status int) error {
+	if e.json {
+		e.printed = true
+		if err := writeJSON(e.stdout, env); err != nil {
+			return err
+		}
+		return &exitStatus{code: status}
+	}
+	printEnvelope(e, env, c.Bool("stream"))
+	return &exitStatus{code: status}
+}
+
+// execServer is the avfs serve socket a run of vault goes through: the one
+// --server (or AVFS_SERVER) names, else that of the live workspace whose
+// vault it is (ws), else "" (in-process).
+func (e *env) execServer(c *cli.Context, vaultName string) (addr string, ws *workspace.Live, err error) {
+	if addr := c.String("server"); addr != "" {
+		return serveSocket(e.home, addr), nil, nil
+	}
+	ws, err = workspace.Registry{Home: e.home}.ForVault(vaultName)
+	if err != nil || ws == nil {
+		return "", nil, err
+	}
+	return ws.Socket, ws, nil
 }
 
 // proxyRunner is the runner of proxy exec: the config's approver key and

@@ -19,6 +19,7 @@ import (
 
 	"avfs/runner"
 	"avfs/server"
+	"avfs/vault"
 	"avfs/wire"
 )
 
@@ -112,18 +113,16 @@ func serverPrecheck(ctx context.Context, addr string, req runner.Request) (res w
 	return res, true, "", nil
 }
 
-// serverExec runs req through the avfs serve that --server (or
-// AVFS_SERVER) names and returns its envelope and exit status. It returns
+// serverExec runs req through the avfs serve at the socket addr ("" for
+// none; see execServer) and returns its envelope and exit status. It returns
 // ok false when none is named, and when the daemon cannot take the run
 // (it does not answer, or the run needs what only an in-process run has:
 // --stdin, --stream, bundle flags); then the run is the caller's, said on
 // stderr. A run the daemon started is never run again here.
-func (e *env) serverExec(c *cli.Context, req runner.Request) (env *wire.Envelope, status int, ok bool) {
-	addr := c.String("server")
+func (e *env) serverExec(c *cli.Context, req runner.Request, addr string) (env *wire.Envelope, status int, ok bool) {
 	if addr == "" {
 		return nil, 0, false
 	}
-	addr = serveSocket(e.home, addr)
 	for _, f := range []string{"stdin", "stream", "bundle", "verification-key", "no-default-bundle"} {
 		if c.IsSet(f) {
 			fmt.Fprintf(e.stderr, "avfs: --%s is not passed to avfs serve: running in-process\n", f)
@@ -174,4 +173,40 @@ func (e *env) serverExec(c *cli.Context, req runner.Request) (env *wire.Envelope
 		return nil, 0, false
 	}
 	return env, status, true
+}
+
+// serverRestore asks the avfs serve at addr to restore a checkpoint (POST
+// /v1/restore). An error document it answers is its error; one that does
+// not answer is vault_busy (it holds the vault, or did).
+func serverRestore(ctx context.Context, addr string, in wire.RestoreRequest) (vault.RestoreResult, error) {
+	var res vault.RestoreResult
+	body, err := json.Marshal(in)
+	if err != nil {
+		return res, err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://avfs/v1/restore", bytes.NewReader(body))
+	if err != nil {
+		return res, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := serveClient(addr, nil).Do(hreq)
+	if err != nil {
+		return res, wire.Errorf(wire.CodeVaultBusy, "restore: the avfs that serves the vault at %s is not answering: %v", addr, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return res, wire.Errorf(wire.CodeHostIO, "restore: avfs serve at %s: %v", addr, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var doc wire.ErrorDocument
+		if json.Unmarshal(b, &doc) == nil && doc.Error != nil {
+			return res, errorFromDocument(doc, "restore")
+		}
+		return res, fmt.Errorf("restore: avfs serve at %s answered HTTP %d", addr, resp.StatusCode)
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		return res, fmt.Errorf("restore: avfs serve at %s: not a restore answer: %v", addr, err)
+	}
+	return res, nil
 }
