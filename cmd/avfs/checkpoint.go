@@ -97,12 +97,12 @@ func checkpointCommand(e *env) *cli.Command {
 						return err
 					}
 					return e.emit(res, func(w io.Writer) error {
-							if err := printChanges(w, res.Changes); err != nil {
-								return err
-							}
-							_, err := fmt.Fprintf(w, "restored checkpoint %s (%d changes)\n", cpLabel(res.Checkpoint), len(res.Changes))
+						if err := printChanges(w, res.Changes); err != nil {
 							return err
-						})
+						}
+						_, err := fmt.Fprintf(w, "restored checkpoint %s (%d changes)\n", cpLabel(res.Checkpoint), len(res.Changes))
+						return err
+					})
 				},
 			},
 			{
