@@ -82,12 +82,12 @@ func TestHTTPBlock(t *testing.T) {
 // TestEventOf reads the event of whole and cut payloads.
 func TestEventOf(t *testing.T) {
 	for payload, want := range map[string]string{
-		`{"hook_event_name":"PermissionRequest"}`:                     "PermissionRequest",
-		`{"session_id":"s","hook_event_name":"PostToolUse","tool_in`:  "PostToolUse",
-		`{"tool_input":{"command":"xxxxxxxx`:                          "",
-		`not json`:                                                    "",
-		`{"hook_event_name":7}`:                                       "",
-		``:                                                            "",
+		`{"hook_event_name":"PermissionRequest"}`:                    "PermissionRequest",
+		`{"session_id":"s","hook_event_name":"PostToolUse","tool_in`: "PostToolUse",
+		`{"tool_input":{"command":"xxxxxxxx`:                         "",
+		`not json`:                                                   "",
+		`{"hook_event_name":7}`:                                      "",
+		``:                                                           "",
 		`{"tool_input":{"hook_event_name":"PermissionRequest"},"a":1`: "",
 	} {
 		if got := eventOf([]byte(payload)); got != want {
