@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -322,6 +323,36 @@ func TestHookHTTPOverTCP(t *testing.T) {
 	if env.Process == nil || env.Process.Stdout != "tcp\n" || env.Command.Cwd != "/src" || status().RunsTotal != before+1 {
 		t.Fatalf("through the daemon: %s", raw)
 	}
+	// The hook `hook install --http` writes, as Claude Code would post it
+	// (the header's $AVFS_TOKEN interpolated): the daemon takes its query.
+	proj := t.TempDir()
+	a.ok("--vault", "hooked", "hook", "install", "claude-code", "--http", "http://"+addr, "--project", proj)
+	settings, err := os.ReadFile(filepath.Join(proj, ".claude", "settings.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Hooks map[string][]hooks.HookGroup `json:"hooks"`
+	}
+	if err := json.Unmarshal(settings, &doc); err != nil || len(doc.Hooks["PreToolUse"]) != 1 || len(doc.Hooks["PreToolUse"][0].Hooks) != 1 {
+		t.Fatalf("%s %v", settings, err)
+	}
+	installed := doc.Hooks["PreToolUse"][0].Hooks[0]
+	if installed.Type != "http" || !slices.Equal(installed.AllowedEnvVars, []string{"AVFS_TOKEN"}) {
+		t.Fatalf("installed: %+v", installed)
+	}
+	var headers []string
+	for k, v := range installed.Headers {
+		headers = append(headers, k, strings.ReplaceAll(v, "$AVFS_TOKEN", "s3cret"))
+	}
+	inProj, _ := json.Marshal(map[string]any{"session_id": "s", "cwd": filepath.Join(proj, "src"), "hook_event_name": "PreToolUse",
+		"tool_name": "Bash", "tool_input": map[string]any{"command": "ls"}})
+	code, body = postTo(t, client, installed.URL, inProj, headers...)
+	if err := json.Unmarshal(body, &out); code != http.StatusOK || err != nil || out.HookSpecificOutput.UpdatedInput == nil ||
+		!strings.Contains(out.HookSpecificOutput.UpdatedInput.Command, "--vault hooked ") || !strings.Contains(out.HookSpecificOutput.UpdatedInput.Command, " --cwd /src ") {
+		t.Fatalf("the installed hook: HTTP %d %s", code, body)
+	}
+
 	// The harness's shell without the token: the daemon refuses, the run is in-process.
 	a.env = a.env[:len(a.env)-1]
 	sh := a.command()
