@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -101,5 +104,47 @@ func TestBlockHTTP(t *testing.T) {
 	golden(t, "http/bad_token_permission.out", Answer{Stdout: body})
 	if b := BlockHTTP(Gemini, nil, "no"); string(b) != `{"decision":"deny","reason":"no"}`+"\n" {
 		t.Errorf("gemini: %s", b)
+	}
+}
+
+// TestHookOpenAPI checks that docs/serve.openapi.json names every field of
+// the hook answers, and no other.
+func TestHookOpenAPI(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "serve.openapi.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for schema, v := range map[string]any{
+		"ClaudeOutput": ClaudeOutput{}, "ClaudeHookOutput": ClaudeHookOutput{}, "ClaudePermissionOutput": ClaudePermissionOutput{},
+		"ClaudePermissionHookOutput": ClaudePermissionHookOutput{}, "ClaudePermissionDecision": ClaudePermissionDecision{}, "ClaudeBlock": ClaudeBlock{},
+		"CodexOutput": CodexOutput{}, "CodexHookOutput": CodexHookOutput{}, "CodexPermissionOutput": CodexPermissionOutput{},
+		"CodexPermissionHookOutput": CodexPermissionHookOutput{}, "CodexPermissionDecision": CodexPermissionDecision{},
+		"GeminiOutput": GeminiOutput{}, "GeminiHookSpecific": GeminiHookSpecific{},
+	} {
+		var fields []string
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumField() {
+			name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+			fields = append(fields, name)
+		}
+		var documented []string
+		for k := range doc.Components.Schemas[schema].Properties {
+			documented = append(documented, k)
+		}
+		slices.Sort(fields)
+		slices.Sort(documented)
+		if !slices.Equal(fields, documented) {
+			t.Errorf("%s: the type has %v, docs/serve.openapi.json %v", schema, fields, documented)
+		}
 	}
 }
