@@ -317,6 +317,18 @@ func TestHookHTTPOverTCP(t *testing.T) {
 	if strings.Contains(rewrite, "s3cret") {
 		t.Fatalf("the token is in the rewrite: %s", rewrite)
 	}
+	// The command hook through the same daemon on TCP, with the token:
+	// decided by the daemon, the same answer. Without it: blocked (the
+	// daemon answered an error), never decided elsewhere.
+	a.env = append(a.env, "AVFS_TOKEN=s3cret")
+	if r := a.exec(payload, "--vault", "hooked", "hook", "claude-code", "--project", "/home/u/proj", "--server", "tcp:"+addr); r.code != 0 ||
+		!bytes.Equal(r.stdout, body) || len(r.stderr) != 0 {
+		t.Fatalf("hook --server tcp: exit %d stderr %q\ncommand: %s\nhttp:    %s", r.code, r.stderr, r.stdout, body)
+	}
+	a.env = a.env[:len(a.env)-1]
+	if r := a.exec(payload, "--vault", "hooked", "hook", "claude-code", "--server", "tcp:"+addr); r.code != 2 || !strings.Contains(string(r.stderr), "bearer token") {
+		t.Fatalf("hook --server tcp: without the token: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
 	before := status().RunsTotal
 	a.env = append(a.env, "AVFS_TOKEN=s3cret")
 	env, raw := a.runRewrite(rewrite)
