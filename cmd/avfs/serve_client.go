@@ -82,12 +82,12 @@ func serveRequest(ctx context.Context, path string, body []byte) (*http.Request,
 	return req, nil
 }
 
-// serverPrecheck asks the avfs serve at addr (a socket path) for the
-// precheck of req (POST /v1/precheck). ok is false when the daemon does
-// not answer, or has no such endpoint: the caller decides in-process
-// (note says why). An error document the daemon answers is err: the
-// daemon decided that the run cannot be decided, and the caller fails
-// closed.
+// serverPrecheck asks the avfs serve at addr (a socket path, or
+// tcp:HOST:PORT) for the precheck of req (POST /v1/precheck). ok is false
+// when the daemon does not answer, or has no such endpoint: the caller
+// decides in-process (note says why). An error document the daemon
+// answers (a wrong token included) is err: the daemon decided that the
+// run cannot be decided, and the caller fails closed.
 func serverPrecheck(ctx context.Context, addr string, req runner.Request) (res wire.PrecheckResult, ok bool, note string, err error) {
 	ms := func(d time.Duration) *int64 { n := d.Milliseconds(); return &n }
 	var host []string
