@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -51,11 +54,73 @@ type HookGroup struct {
 	Hooks   []HookCommand `json:"hooks"`
 }
 
-// HookCommand is one hook of a HookGroup.
+// HookCommand is one hook of a HookGroup: a command, or (Claude Code
+// only) an HTTP hook that posts the payload to URL.
 type HookCommand struct {
-	Type    string `json:"type"` // "command"
-	Command string `json:"command"`
+	Type    string `json:"type"` // "command" or "http"
+	Command string `json:"command,omitempty"`
 	Name    string `json:"name,omitempty"` // Gemini CLI shows it
+	// URL, Headers and AllowedEnvVars are an HTTP hook's: its headers
+	// may name $VAR for the variables AllowedEnvVars lists.
+	URL            string            `json:"url,omitempty"`
+	Headers        map[string]string `json:"headers,omitempty"`
+	AllowedEnvVars []string          `json:"allowedEnvVars,omitempty"`
+	Timeout        int               `json:"timeout,omitempty"` // seconds
+}
+
+// HTTPHook is Claude Code's HTTP hook that posts its payloads to avfs
+// serve's POST /v1/hooks/claude-code at url (the daemon's address, or the
+// endpoint's whole URL with its query), with the bearer token of the
+// variable tokenEnv and a timeout of 30 s (longer than the endpoint's own
+// deadline, so that its blocking answer comes first). It is a usage error
+// for a URL that is not http(s) or names another path.
+func HTTPHook(rawURL, tokenEnv string, query url.Values) (HookCommand, error) {
+	if !envName.MatchString(tokenEnv) {
+		return HookCommand{}, wire.Errorf(wire.CodeUsage, "hook install: %q is not an environment variable's name", tokenEnv)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return HookCommand{}, wire.Errorf(wire.CodeUsage, "hook install --http: %q is not an http:// or https:// URL", rawURL)
+	}
+	path := "/v1/hooks/" + string(ClaudeCode)
+	switch u.Path {
+	case "", "/":
+		u.Path = path
+	case path:
+	default:
+		return HookCommand{}, wire.Errorf(wire.CodeUsage, "hook install --http: give the daemon's address (http://HOST:PORT), or its %s", path)
+	}
+	if u.RawQuery == "" && len(query) > 0 {
+		u.RawQuery = query.Encode()
+	}
+	return HookCommand{Type: "http", URL: u.String(), Headers: map[string]string{"Authorization": "Bearer $" + tokenEnv},
+		AllowedEnvVars: []string{tokenEnv}, Timeout: 30}, nil
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// isOursHook says whether a settings hook is avfs's hook for h: a
+// command isOurs, or an HTTP hook posting to avfs serve's
+// /v1/hooks/<h>.
+func isOursHook(h Harness, hc HookCommand) bool {
+	if hc.Type == "http" {
+		u, err := url.Parse(hc.URL)
+		return err == nil && strings.HasSuffix(u.Path, "/v1/hooks/"+string(h))
+	}
+	return isOurs(h, hc.Command)
+}
+
+// sameHook says whether an installed hook of avfs is the one Merge would
+// write: the same command (other fields of the entry are the user's), or
+// the same HTTP hook.
+func sameHook(hc, ours HookCommand) bool {
+	if hc.Type != ours.Type {
+		return false
+	}
+	if ours.Type != "http" {
+		return hc.Command == ours.Command
+	}
+	return hc.URL == ours.URL && maps.Equal(hc.Headers, ours.Headers) && slices.Equal(hc.AllowedEnvVars, ours.AllowedEnvVars) && hc.Timeout == ours.Timeout
 }
 
 // isOurs says whether a hook command is avfs's hook for h: its program is
@@ -74,10 +139,21 @@ func isOurs(h Harness, command string) bool {
 // whether it changed. Everything else in old is kept: other settings,
 // other hooks and other groups, each value as it was (keys of the
 // objects Merge touches are written in sorted order). A group already
-// running avfs's hook for h is kept when its command is command, and has
-// that hook's command replaced otherwise, so a second Merge changes
-// nothing. old that is not a JSON object is an error (nothing is merged).
+// running avfs's hook for h (a command, or an HTTP hook posting to
+// /v1/hooks/<h>) is kept when its command is command, and has that hook
+// replaced otherwise, so a second Merge changes nothing. old that is not a JSON object is an error (nothing is merged).
 func Merge(h Harness, old []byte, command string) ([]byte, bool, error) {
+	ours := HookCommand{Type: "command", Command: command}
+	if h == Gemini {
+		ours.Name = "avfs"
+	}
+	return MergeHook(h, old, ours)
+}
+
+// MergeHook is Merge of the hook ours: a command hook, or Claude Code's
+// HTTP hook (see HTTPHook), which takes the place of avfs's command hook
+// (and the other way round), so that each event has one hook of avfs.
+func MergeHook(h Harness, old []byte, ours HookCommand) ([]byte, bool, error) {
 	entries, ok := hookEntries[h]
 	if !ok {
 		return nil, false, wire.Errorf(wire.CodeUsage, "unknown harness %q (want claude-code, codex or gemini)", h)
@@ -102,10 +178,6 @@ func Merge(h Harness, old []byte, command string) ([]byte, bool, error) {
 				return nil, false, wire.Errorf(wire.CodeInvalidInput, "the settings file's hooks.%s is not a JSON array; fix it by hand (it was left as it is)", e.event)
 			}
 		}
-		ours := HookCommand{Type: "command", Command: command}
-		if h == Gemini {
-			ours.Name = "avfs"
-		}
 		found := false
 		for gi, g := range groups {
 			var fields map[string]json.RawMessage
@@ -118,31 +190,31 @@ func Merge(h Harness, old []byte, command string) ([]byte, bool, error) {
 			}
 			for hi, raw := range list {
 				var hc HookCommand
-				if json.Unmarshal(raw, &hc) != nil || !isOurs(h, hc.Command) {
+				if json.Unmarshal(raw, &hc) != nil || !isOursHook(h, hc) {
 					continue
 				}
 				found = true
-				if hc.Command == command {
+				if sameHook(hc, ours) {
 					continue
 				}
-				b, err := json.Marshal(ours)
+				b, err := marshalSettings(ours)
 				if err != nil {
 					return nil, false, err
 				}
 				list[hi], changed = b, true
-				lb, err := json.Marshal(list)
+				lb, err := marshalSettings(list)
 				if err != nil {
 					return nil, false, err
 				}
 				fields["hooks"] = lb
-				if groups[gi], err = json.Marshal(fields); err != nil {
+				if groups[gi], err = marshalSettings(fields); err != nil {
 					return nil, false, err
 				}
 			}
 		}
 		if found {
 			if changed {
-				b, err := json.Marshal(groups)
+				b, err := marshalSettings(groups)
 				if err != nil {
 					return nil, false, err
 				}
@@ -150,11 +222,11 @@ func Merge(h Harness, old []byte, command string) ([]byte, bool, error) {
 			}
 			continue
 		}
-		g, err := json.Marshal(HookGroup{Matcher: e.matcher, Hooks: []HookCommand{ours}})
+		g, err := marshalSettings(HookGroup{Matcher: e.matcher, Hooks: []HookCommand{ours}})
 		if err != nil {
 			return nil, false, err
 		}
-		b, err := json.Marshal(append(groups, g))
+		b, err := marshalSettings(append(groups, g))
 		if err != nil {
 			return nil, false, err
 		}
@@ -163,12 +235,12 @@ func Merge(h Harness, old []byte, command string) ([]byte, bool, error) {
 	if !changed {
 		return old, false, nil
 	}
-	hb, err := json.Marshal(hooks)
+	hb, err := marshalSettings(hooks)
 	if err != nil {
 		return nil, false, err
 	}
 	top["hooks"] = hb
-	b, err := json.Marshal(top)
+	b, err := marshalSettings(top)
 	if err != nil {
 		return nil, false, err
 	}
@@ -178,6 +250,13 @@ func Merge(h Harness, old []byte, command string) ([]byte, bool, error) {
 	}
 	out.WriteByte('\n')
 	return out.Bytes(), true, nil
+}
+
+// marshalSettings is json.Marshal without HTML escaping, so that a URL's
+// & stays one.
+func marshalSettings(v any) ([]byte, error) {
+	b, err := marshal(v)
+	return bytes.TrimSuffix(b, []byte("\n")), err
 }
 
 // InstallResult is the JSON document of `avfs hook install`.
@@ -197,12 +276,25 @@ type InstallResult struct {
 // file is never half written; the directory is made if missing. A file
 // that is not valid JSON is refused and never overwritten.
 func Install(h Harness, path, command string, dryRun bool) (InstallResult, error) {
+	ours := HookCommand{Type: "command", Command: command}
+	if h == Gemini {
+		ours.Name = "avfs"
+	}
+	return InstallHook(h, path, ours, dryRun)
+}
+
+// InstallHook is Install of the hook ours (see MergeHook). Only Claude
+// Code has HTTP hooks: another harness with one is a usage error.
+func InstallHook(h Harness, path string, ours HookCommand, dryRun bool) (InstallResult, error) {
 	res := InstallResult{Harness: h, Path: path, DryRun: dryRun}
+	if ours.Type == "http" && h != ClaudeCode {
+		return res, wire.Errorf(wire.CodeUsage, "hook install: %s has command hooks only (HTTP hooks are Claude Code's)", h)
+	}
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return res, wire.Errorf(wire.CodeInvalidInput, "read %s: %v", path, err)
 	}
-	updated, changed, err := Merge(h, old, command)
+	updated, changed, err := MergeHook(h, old, ours)
 	if err != nil {
 		var we *wire.Error
 		if errors.As(err, &we) {

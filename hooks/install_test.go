@@ -2,8 +2,10 @@ package hooks
 
 import (
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,4 +145,73 @@ func TestInstallResultGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "install/result.json", Answer{Stdout: append(b, '\n')})
+}
+
+// TestInstallHTTP: Claude Code's HTTP hook is installed once per event,
+// takes the place of avfs's command hook (and gives it back), and a
+// second install changes nothing.
+func TestInstallHTTP(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".claude", "settings.json")
+	if _, err := Install(ClaudeCode, path, installCmd, false); err != nil {
+		t.Fatal(err)
+	}
+	hook, err := HTTPHook("http://127.0.0.1:8181", "AVFS_TOKEN", url.Values{"vault": {"hooked"}, "project": {"/home/u/proj"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := InstallHook(ClaudeCode, path, hook, false)
+	if err != nil || !res.Changed {
+		t.Fatalf("%+v %v", res, err)
+	}
+	b, _ := os.ReadFile(path)
+	golden(t, "install/claude-code-http.json", Answer{Stdout: b})
+	if strings.Contains(string(b), installCmd) || strings.Count(string(b), `"type": "http"`) != 3 {
+		t.Errorf("the command hook was not replaced:\n%s", b)
+	}
+	if res, err := InstallHook(ClaudeCode, path, hook, false); err != nil || res.Changed {
+		t.Fatalf("second install: %+v %v", res, err)
+	}
+	// Another token variable is another hook: replaced in place.
+	other, _ := HTTPHook("http://127.0.0.1:8181/v1/hooks/claude-code", "MY_TOKEN", nil)
+	if res, err := InstallHook(ClaudeCode, path, other, false); err != nil || !res.Changed {
+		t.Fatalf("other token: %+v %v", res, err)
+	}
+	if b, _ := os.ReadFile(path); strings.Count(string(b), `"type": "http"`) != 3 || strings.Contains(string(b), "AVFS_TOKEN") {
+		t.Errorf("other token:\n%s", b)
+	}
+	// And back to the command hook.
+	if res, err := Install(ClaudeCode, path, installCmd, false); err != nil || !res.Changed {
+		t.Fatalf("back: %+v %v", res, err)
+	}
+	if b, _ := os.ReadFile(path); strings.Count(string(b), installCmd) != 3 || strings.Contains(string(b), `"http"`) {
+		t.Errorf("back:\n%s", b)
+	}
+	if _, err := HTTPHook("http://127.0.0.1:8181", "$X", nil); !wire.HasCode(err, wire.CodeUsage) {
+		t.Errorf("a token variable that is no name: %v", err)
+	}
+	if _, err := InstallHook(Codex, filepath.Join(t.TempDir(), "hooks.json"), hook, false); !wire.HasCode(err, wire.CodeUsage) {
+		t.Errorf("codex with an HTTP hook: %v", err)
+	}
+}
+
+func TestHTTPHookURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"http://127.0.0.1:8181":                              "http://127.0.0.1:8181/v1/hooks/claude-code?vault=v",
+		"https://avfs.internal/":                             "https://avfs.internal/v1/hooks/claude-code?vault=v",
+		"http://127.0.0.1:8181/v1/hooks/claude-code?vault=w": "http://127.0.0.1:8181/v1/hooks/claude-code?vault=w",
+		"http://127.0.0.1:8181/v1/exec":                      "",
+		"unix:/run/avfs.sock":                                "",
+		"127.0.0.1:8181":                                     "",
+	} {
+		h, err := HTTPHook(raw, "AVFS_TOKEN", url.Values{"vault": {"v"}})
+		if want == "" {
+			if !wire.HasCode(err, wire.CodeUsage) {
+				t.Errorf("%q: %+v %v", raw, h, err)
+			}
+			continue
+		}
+		if err != nil || h.URL != want || h.Headers["Authorization"] != "Bearer $AVFS_TOKEN" || !slices.Equal(h.AllowedEnvVars, []string{"AVFS_TOKEN"}) {
+			t.Errorf("%q: %+v %v", raw, h, err)
+		}
+	}
 }

@@ -5,6 +5,7 @@
 //	POST /v1/exec    a run, as `avfs --json proxy exec` (the same envelope, byte for byte)
 //	POST /v1/precheck what a run would be decided, nothing run (the decision of `avfs hook …`)
 //	POST /v1/decide  the policy's decision only, as `avfs --json policy eval`
+//	POST /v1/hooks/HARNESS  a harness's hook payload answered as `avfs hook HARNESS --server` (always 200)
 //	GET  /health     200 while a policy is loaded (?bundles: and it is the bundles' current content)
 //	GET  /v1/status  bundle revisions, uptime, runs in flight, the last reload error
 //
@@ -63,6 +64,7 @@ type Config struct {
 	Token   []byte        // when set, every request must carry "Authorization: Bearer TOKEN"
 	Version string        // avfs's version, for /v1/status
 	Log     *log.Logger   // reloads and shutdown (nil: discarded)
+	Hooks   HookConfig    // POST /v1/hooks/HARNESS
 }
 
 // Server serves one policy to many clients. Its methods are safe for
@@ -180,6 +182,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/restore", s.restore)
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /v1/status", s.status)
+	s.hookRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, wire.Errorf(wire.CodeNotFound, "serve: no endpoint %s %s", r.Method, r.URL.Path))
 	})
@@ -192,6 +195,9 @@ func (s *Server) Handler() http.Handler {
 		got := sha256.Sum256([]byte(tok))
 		// Hashes of equal length: the comparison takes the same time whatever the token.
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 || !ok {
+			if s.hookUnauthorized(w, r) { // a hook's "no" is a 200
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="avfs"`)
 			writeError(w, http.StatusUnauthorized, wire.Errorf(wire.CodeInvalidInput, "serve: missing or wrong bearer token"))
 			return

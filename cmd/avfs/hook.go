@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -225,21 +226,30 @@ func hookWorkspace(reg workspace.Registry) func(dir string) (*hooks.Workspace, e
 
 func hookInstallCommand(e *env) *cli.Command {
 	return &cli.Command{
-		Name:      "install",
-		Usage:     "register avfs's hook in a harness's settings (merged, idempotent)",
-		UsageText: "avfs [--vault NAME] hook install claude-code|codex|gemini [--project DIR | --user] [--headless] [--dry-run]",
+		Name:  "install",
+		Usage: "register avfs's hook in a harness's settings (merged, idempotent)",
+		UsageText: "avfs [--vault NAME] hook install claude-code|codex|gemini [--project DIR | --user] [--headless] [--dry-run]\n" +
+			"   avfs [--vault NAME] hook install claude-code --http http://HOST:PORT [--token-env VAR] [--project DIR | --user] [--headless]",
 		Description: `Adds avfs's hook to .claude/settings.json (PreToolUse, PostToolUse and
 PermissionRequest on Bash), .codex/hooks.json (PreToolUse and PermissionRequest
 on Bash) or .gemini/settings.json (BeforeTool on run_shell_command), in the
 project directory (default: the current one) or, with --user, in your home.
 Other settings and hooks are kept; running it again changes nothing. A
 settings file that is not valid JSON is refused, never overwritten. The hook
-runs this avfs binary, with --vault when given.`,
+runs this avfs binary, with --vault when given.
+
+With --http (Claude Code only), the hooks are Claude Code's HTTP hooks posting
+to the avfs serve at that address (POST /v1/hooks/claude-code, with --vault,
+the project directory and --headless in the query) with the bearer token of
+$AVFS_TOKEN (--token-env). They fail open when the daemon is down: where the
+hook must block, use the command hook with --server. See docs/integrations.md.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "project", Value: ".", Usage: "install in the project `DIR`"},
 			&cli.BoolFlag{Name: "user", Usage: "install in your home's settings instead of a project's"},
 			&cli.BoolFlag{Name: "headless", Usage: "claude-code: the hook answers require_approval with defer (for claude -p)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the settings file as it would be written; write nothing"},
+			&cli.StringFlag{Name: "http", Usage: "claude-code: HTTP hooks posting to the avfs serve at `URL` (http://HOST:PORT) instead of command hooks"},
+			&cli.StringFlag{Name: "token-env", Value: "AVFS_TOKEN", Usage: "with --http: the `VARIABLE` of Claude Code's environment holding the daemon's token"},
 		},
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "HARNESS")
@@ -266,21 +276,44 @@ runs this avfs binary, with --vault when given.`,
 			if err != nil {
 				return err
 			}
-			exe, err := os.Executable()
-			if err != nil {
-				return wire.Errorf(wire.CodeInternal, "hook install: where is avfs: %v", err)
-			}
-			parts := []string{hooks.Quote(exe)}
-			if e.vault != "" {
-				parts = append(parts, "--vault", hooks.Quote(e.vault))
-			}
-			parts = append(parts, "hook", string(h))
-			if c.Bool("headless") {
-				parts = append(parts, "--headless")
-			}
-			res, err := hooks.Install(h, path, strings.Join(parts, " "), c.Bool("dry-run"))
-			if err != nil {
-				return err
+			var res hooks.InstallResult
+			if u := c.String("http"); u != "" {
+				if h != hooks.ClaudeCode {
+					return usageError("hook install: --http is for claude-code only (%s has command hooks only)", h)
+				}
+				q := url.Values{}
+				if e.vault != "" {
+					q.Set("vault", e.vault)
+				}
+				if !c.Bool("user") {
+					q.Set("project", dir)
+				}
+				if c.Bool("headless") {
+					q.Set("headless", "1")
+				}
+				hook, err := hooks.HTTPHook(u, c.String("token-env"), q)
+				if err != nil {
+					return err
+				}
+				if res, err = hooks.InstallHook(h, path, hook, c.Bool("dry-run")); err != nil {
+					return err
+				}
+			} else {
+				exe, err := os.Executable()
+				if err != nil {
+					return wire.Errorf(wire.CodeInternal, "hook install: where is avfs: %v", err)
+				}
+				parts := []string{hooks.Quote(exe)}
+				if e.vault != "" {
+					parts = append(parts, "--vault", hooks.Quote(e.vault))
+				}
+				parts = append(parts, "hook", string(h))
+				if c.Bool("headless") {
+					parts = append(parts, "--headless")
+				}
+				if res, err = hooks.Install(h, path, strings.Join(parts, " "), c.Bool("dry-run")); err != nil {
+					return err
+				}
 			}
 			return e.emit(res, func(w io.Writer) error {
 				switch {

@@ -58,8 +58,12 @@ func serveCommand(e *env) *cli.Command {
 				poll = -1
 			}
 			logger := log.New(e.stderr, "avfs serve: ", log.LstdFlags)
+			exe, err := os.Executable()
+			if err != nil {
+				return wire.Errorf(wire.CodeInternal, "serve: where is avfs: %v", err)
+			}
 			srv, err := server.New(c.Context, server.Config{Load: e.serveLoader(c), Poll: poll, Grace: c.Duration("grace"),
-				Token: token, Version: version, Log: logger})
+				Token: token, Version: version, Log: logger, Hooks: server.HookConfig{Exe: exe}})
 			if err != nil {
 				return err
 			}

@@ -26,15 +26,23 @@ import (
 // serverFlag is proxy exec's --server.
 func serverFlag() cli.Flag {
 	return &cli.StringFlag{Name: "server", EnvVars: []string{"AVFS_SERVER"},
-		Usage: "run through the avfs serve at `SOCKET` (a path, unix:PATH, or \"default\" for $AVFS_HOME/run/avfs.sock); in-process when it does not answer"}
+		Usage: "run through the avfs serve at `ADDR` (a socket path, unix:PATH, \"default\" for $AVFS_HOME/run/avfs.sock, or tcp:HOST:PORT with the token in $AVFS_TOKEN); in-process when it does not answer"}
 }
 
-// serveSocket is the socket path --server names: "default" is
+// tokenEnv is the variable whose value a client of avfs serve sends as
+// its bearer token.
+const tokenEnv = "AVFS_TOKEN"
+
+// serveSocket is the address --server names: "default" is
 // $AVFS_HOME/run/avfs.sock, a unix: prefix is dropped, a relative path is
-// made absolute (so that a rewritten command run elsewhere finds it).
+// made absolute (so that a rewritten command run elsewhere finds it);
+// tcp:HOST:PORT stays as it is.
 func serveSocket(home, addr string) string {
 	if addr == "default" {
 		return defaultSocket(home)
+	}
+	if strings.HasPrefix(addr, "tcp:") {
+		return addr
 	}
 	addr = strings.TrimPrefix(addr, "unix:")
 	if abs, err := filepath.Abs(addr); err == nil {
@@ -43,12 +51,17 @@ func serveSocket(home, addr string) string {
 	return addr
 }
 
-// serveClient is an HTTP client of the avfs serve at the socket addr;
-// dialed, when not nil, is set once a connection is made.
+// serveClient is an HTTP client of the avfs serve at addr (a socket
+// path, or tcp:HOST:PORT); dialed, when not nil, is set once a connection
+// is made.
 func serveClient(addr string, dialed *atomic.Bool) *http.Client {
+	network := "unix"
+	if a, ok := strings.CutPrefix(addr, "tcp:"); ok {
+		network, addr = "tcp", a
+	}
 	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		d := net.Dialer{Timeout: time.Second}
-		c, err := d.DialContext(ctx, "unix", addr)
+		c, err := d.DialContext(ctx, network, addr)
 		if err == nil && dialed != nil {
 			dialed.Store(true)
 		}
@@ -56,17 +69,31 @@ func serveClient(addr string, dialed *atomic.Bool) *http.Client {
 	}}}
 }
 
-// serverPrecheck asks the avfs serve at addr (a socket path) for the
-// precheck of req (POST /v1/precheck). ok is false when the daemon does
-// not answer, or has no such endpoint: the caller decides in-process
-// (note says why). An error document the daemon answers is err: the
-// daemon decided that the run cannot be decided, and the caller fails
-// closed.
+// serveRequest is a POST of body to path of avfs serve, with the bearer
+// token of $AVFS_TOKEN when it is set.
+func serveRequest(ctx context.Context, path string, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://avfs"+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if tok := strings.TrimSpace(os.Getenv(tokenEnv)); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	return req, nil
+}
+
+// serverPrecheck asks the avfs serve at addr (a socket path, or
+// tcp:HOST:PORT) for the precheck of req (POST /v1/precheck). ok is false
+// when the daemon does not answer, or has no such endpoint: the caller
+// decides in-process (note says why). An error document the daemon
+// answers (a wrong token included) is err: the daemon decided that the
+// run cannot be decided, and the caller fails closed.
 func serverPrecheck(ctx context.Context, addr string, req runner.Request) (res wire.PrecheckResult, ok bool, note string, err error) {
 	ms := func(d time.Duration) *int64 { n := d.Milliseconds(); return &n }
 	var host []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AVFS_APPROVER_") {
+		if !strings.HasPrefix(kv, "AVFS_APPROVER_") && !strings.HasPrefix(kv, tokenEnv+"=") { // secrets stay here
 			host = append(host, kv)
 		}
 	}
@@ -75,11 +102,10 @@ func serverPrecheck(ctx context.Context, addr string, req runner.Request) (res w
 	if err != nil {
 		return res, false, "", err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://avfs/v1/precheck", bytes.NewReader(body))
+	hreq, err := serveRequest(ctx, "/v1/precheck", body)
 	if err != nil {
 		return res, false, "", err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
 	resp, err := serveClient(addr, nil).Do(hreq)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -133,7 +159,7 @@ func (e *env) serverExec(c *cli.Context, req runner.Request, addr string) (env *
 	maxChanges := max(req.MaxChanges, 0) // -1 (all) is 0 on the wire
 	var host []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AVFS_APPROVER_") {
+		if !strings.HasPrefix(kv, "AVFS_APPROVER_") && !strings.HasPrefix(kv, tokenEnv+"=") { // secrets stay here
 			host = append(host, kv)
 		}
 	}
@@ -147,11 +173,10 @@ func (e *env) serverExec(c *cli.Context, req runner.Request, addr string) (env *
 	}
 	var dialed atomic.Bool // once connected, the daemon may have started the run
 	client := serveClient(addr, &dialed)
-	hreq, err := http.NewRequestWithContext(c.Context, http.MethodPost, "http://avfs/v1/exec", bytes.NewReader(body))
+	hreq, err := serveRequest(c.Context, "/v1/exec", body)
 	if err != nil {
 		return nil, 0, false
 	}
-	hreq.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(hreq)
 	if err != nil {
 		if c.Context.Err() != nil { // interrupted while the daemon ran it: the daemon's run is ended
