@@ -268,6 +268,9 @@ type InstallResult struct {
 	// Settings is the settings file's content after the install (what a
 	// dry run would write).
 	Settings json.RawMessage `json:"settings"`
+	// Workspace is the project's workspace, when the install brought it
+	// up too (avfs hook install --workspace).
+	Workspace *wire.WorkspaceStatus `json:"workspace,omitempty"`
 }
 
 // Install merges avfs's hooks for h, running command, into the settings

@@ -23,6 +23,13 @@ type HookConfig struct {
 	// address the server listens on (the socket's path, or tcp:HOST:PORT
 	// with the loopback address for a wildcard host).
 	Server string
+	// Workspace finds the workspace (avfs workspace up) a payload's
+	// directory is in; nil for none (see hooks.Options.Workspace).
+	Workspace func(dir string) (*hooks.Workspace, error)
+	// Forward decides a command of a workspace through the avfs that
+	// serves it (its view shows the vault at the project directory); with
+	// none, such a command is blocked.
+	Forward func(ctx context.Context, c hooks.Command) (hooks.Verdict, error)
 }
 
 // hookPrefix is the path of the hook endpoints, one per harness.
@@ -79,7 +86,7 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, h hooks.Harness) {
 		writeHook(w, hooks.BlockHTTP(h, r.Body, fmt.Sprintf("avfs serve: %v; the command is blocked", err)))
 		return
 	}
-	d := precheckDecider{rn: s.state.Load().r, vault: vault}
+	d := precheckDecider{rn: s.state.Load().r, vault: vault, forward: s.cfg.Hooks.Forward}
 	writeHook(w, hooks.RunHTTP(r.Context(), h, d, o, r.Body))
 }
 
@@ -98,7 +105,7 @@ func (s *Server) hookOptions(r *http.Request, h hooks.Harness) (o hooks.Options,
 	if s.cfg.Hooks.Exe == "" {
 		return o, "", fmt.Errorf("no avfs binary for the rewritten commands")
 	}
-	o = hooks.Options{Exe: s.cfg.Hooks.Exe, Server: s.hookServer()}
+	o = hooks.Options{Exe: s.cfg.Hooks.Exe, Server: s.hookServer(), Workspace: s.cfg.Hooks.Workspace}
 	for k, vs := range r.URL.Query() {
 		if len(vs) != 1 {
 			return o, "", fmt.Errorf("query parameter %s given %d times", k, len(vs))
@@ -159,11 +166,18 @@ func (s *Server) hookServer() string {
 // --shell` (argv the empty list, proxy exec's timeout and approval TTL),
 // in vault ("" for the current one), with the daemon's environment.
 type precheckDecider struct {
-	rn    *runner.Runner
-	vault string
+	rn      *runner.Runner
+	vault   string
+	forward func(ctx context.Context, c hooks.Command) (hooks.Verdict, error)
 }
 
 func (d precheckDecider) Decide(ctx context.Context, c hooks.Command) (hooks.Verdict, error) {
+	if c.Vault != "" && c.Server != "" {
+		if d.forward == nil {
+			return hooks.Verdict{}, fmt.Errorf("vault %s is a workspace served by its own avfs, which this daemon cannot ask", c.Vault)
+		}
+		return d.forward(ctx, c)
+	}
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = runner.DefaultTimeout

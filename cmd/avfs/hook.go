@@ -130,20 +130,7 @@ type runnerDecider struct {
 func (d *runnerDecider) Decide(ctx context.Context, cmd hooks.Command) (hooks.Verdict, error) {
 	req := hookRequest(d.e, cmd)
 	if cmd.Vault != "" && cmd.Server != "" && cmd.Server != d.server {
-		// A workspace's: only the avfs that serves it decides (its view
-		// shows the vault at the project directory), never this process.
-		res, ok, note, err := serverPrecheck(ctx, cmd.Server, req)
-		if err != nil {
-			return hooks.Verdict{}, err
-		}
-		if !ok {
-			return hooks.Verdict{}, fmt.Errorf("the workspace's avfs did not decide: %s", note)
-		}
-		v := hooks.Verdict{Decision: res.Decision, Reasons: res.Reasons, Vault: res.Vault}
-		if a := res.Approval; a != nil {
-			v.Approval = &hooks.Approval{ID: a.ID, Status: a.Status}
-		}
-		return v, nil
+		return forwardPrecheck(d.e)(ctx, cmd)
 	}
 	if d.server != "" {
 		if f := setBundleFlag(d.c); f != "" {
@@ -204,6 +191,27 @@ func hookRequest(e *env, cmd hooks.Command) runner.Request {
 	return runner.Request{Vault: name, Argv: []string{}, Shell: cmd.Script, Cwd: cmd.Cwd, Timeout: timeout, ApprovalTTL: runner.DefaultTTL}
 }
 
+// forwardPrecheck decides a command of a workspace through the avfs that
+// serves it (POST /v1/precheck on cmd.Server): only that avfs decides, its
+// view showing the vault at the project directory; one that does not
+// answer is an error (the call is blocked), never a decision made here.
+func forwardPrecheck(e *env) func(ctx context.Context, cmd hooks.Command) (hooks.Verdict, error) {
+	return func(ctx context.Context, cmd hooks.Command) (hooks.Verdict, error) {
+		res, ok, note, err := serverPrecheck(ctx, cmd.Server, hookRequest(e, cmd))
+		if err != nil {
+			return hooks.Verdict{}, err
+		}
+		if !ok {
+			return hooks.Verdict{}, fmt.Errorf("the workspace's avfs did not decide: %s", note)
+		}
+		v := hooks.Verdict{Decision: res.Decision, Reasons: res.Reasons, Vault: res.Vault}
+		if a := res.Approval; a != nil {
+			v.Approval = &hooks.Approval{ID: a.ID, Status: a.Status}
+		}
+		return v, nil
+	}
+}
+
 // hookWorkspace finds the workspace (avfs workspace up) a hook's directory
 // is in, with the socket of the avfs serving it while it is up.
 func hookWorkspace(reg workspace.Registry) func(dir string) (*hooks.Workspace, error) {
@@ -228,7 +236,7 @@ func hookInstallCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "install",
 		Usage: "register avfs's hook in a harness's settings (merged, idempotent)",
-		UsageText: "avfs [--vault NAME] hook install claude-code|codex|gemini [--project DIR | --user] [--headless] [--dry-run]\n" +
+		UsageText: "avfs [--vault NAME] hook install claude-code|codex|gemini [--project DIR [--workspace] | --user] [--headless] [--dry-run]\n" +
 			"   avfs [--vault NAME] hook install claude-code --http http://HOST:PORT [--token-env VAR] [--project DIR | --user] [--headless]",
 		Description: `Adds avfs's hook to .claude/settings.json (PreToolUse, PostToolUse and
 PermissionRequest on Bash), .codex/hooks.json (PreToolUse and PermissionRequest
@@ -249,6 +257,7 @@ hook must block, use the command hook with --server. See docs/integrations.md.`,
 			&cli.BoolFlag{Name: "headless", Usage: "claude-code: the hook answers require_approval with defer (for claude -p)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the settings file as it would be written; write nothing"},
 			&cli.StringFlag{Name: "http", Usage: "claude-code: HTTP hooks posting to the avfs serve at `URL` (http://HOST:PORT) instead of command hooks"},
+			&cli.BoolFlag{Name: "workspace", Usage: "also make the project directory its vault, mounted there (avfs workspace up DIR), so that the harness's file tools and the commands avfs runs see one tree at one path"},
 			&cli.StringFlag{Name: "token-env", Value: "AVFS_TOKEN", Usage: "with --http: the `VARIABLE` of Claude Code's environment holding the daemon's token"},
 		},
 		Action: func(c *cli.Context) error {
@@ -275,6 +284,21 @@ hook must block, use the command hook with --server. See docs/integrations.md.`,
 			path, err := hooks.SettingsPath(h, dir)
 			if err != nil {
 				return err
+			}
+			var ws *wire.WorkspaceStatus
+			if c.Bool("workspace") {
+				if c.Bool("user") {
+					return usageError("hook install: --workspace is for a project (--project DIR), not --user")
+				}
+				if !c.Bool("dry-run") {
+					// First, so that the settings are written through the
+					// mount: the vault holds them like every other file.
+					st, err := runWorkspaceUp(c.Context, e, dir)
+					if err != nil {
+						return err
+					}
+					ws = &st
+				}
 			}
 			var res hooks.InstallResult
 			if u := c.String("http"); u != "" {
@@ -315,7 +339,13 @@ hook must block, use the command hook with --server. See docs/integrations.md.`,
 					return err
 				}
 			}
+			res.Workspace = ws
 			return e.emit(res, func(w io.Writer) error {
+				if ws != nil {
+					if err := printWorkspace(w, *ws); err != nil {
+						return err
+					}
+				}
 				switch {
 				case !res.Changed:
 					fmt.Fprintf(w, "avfs's %s hook is already in %s: nothing to do\n", h, path)

@@ -14,6 +14,7 @@ import (
 	"avfs/runner"
 	"avfs/server"
 	"avfs/wire"
+	"avfs/workspace"
 )
 
 // defaultSocket is where avfs serve listens, and where proxy exec finds it
@@ -63,7 +64,8 @@ func serveCommand(e *env) *cli.Command {
 				return wire.Errorf(wire.CodeInternal, "serve: where is avfs: %v", err)
 			}
 			srv, err := server.New(c.Context, server.Config{Load: e.serveLoader(c), Poll: poll, Grace: c.Duration("grace"),
-				Token: token, Version: version, Log: logger, Hooks: server.HookConfig{Exe: exe}})
+				Token: token, Version: version, Log: logger, Hooks: server.HookConfig{Exe: exe,
+					Workspace: hookWorkspace(workspace.Registry{Home: e.home}), Forward: forwardPrecheck(e)}})
 			if err != nil {
 				return err
 			}
