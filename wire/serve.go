@@ -119,7 +119,7 @@ func HTTPStatus(c Code) int {
 		return 400
 	case CodeApproverKey:
 		return 401
-	case CodeNotFound, CodeVaultNotFound, CodeApprovalNotFound:
+	case CodeNotFound, CodeVaultNotFound, CodeApprovalNotFound, CodeCheckpointNotFound, CodeVersionNotFound:
 		return 404
 	case CodeVaultBusy, CodeMountBusy:
 		return 409

@@ -53,7 +53,7 @@ func TestServeOpenAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	for schema, v := range map[string]any{"ExecRequest": ExecRequest{}, "DecideRequest": DecideRequest{}, "Status": ServeStatus{}, "Health": ServeHealth{},
-		"PrecheckResult": PrecheckResult{}, "PrecheckApproval": PrecheckApproval{}} {
+		"PrecheckResult": PrecheckResult{}, "PrecheckApproval": PrecheckApproval{}, "RestoreRequest": RestoreRequest{}} {
 		var fields []string
 		rt := reflect.TypeOf(v)
 		for i := range rt.NumField() {
