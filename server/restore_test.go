@@ -52,7 +52,7 @@ func TestRestore(t *testing.T) {
 		body any
 		code int
 	}{
-		{wire.RestoreRequest{Vault: "work"}, http.StatusBadRequest},                        // no checkpoint
+		{wire.RestoreRequest{Vault: "work"}, http.StatusBadRequest},                          // no checkpoint
 		{map[string]any{"vault": "work", "checkpoint": "cp", "x": 1}, http.StatusBadRequest}, // unknown field
 		{wire.RestoreRequest{Vault: "work", Checkpoint: "nope"}, http.StatusNotFound},
 		{wire.RestoreRequest{Vault: "missing", Checkpoint: "cp"}, http.StatusNotFound},
