@@ -431,3 +431,33 @@ func TestMmapWritebackBesideAppender(t *testing.T) {
 		t.Fatalf("size %d, middle %q, tail %q", len(got), got[4096+7:4096+13], got[len(got)-4:])
 	}
 }
+
+// A mount whose server was killed after the kernel cached the mount
+// point's attributes (a writer mount lets it keep them for an hour) still
+// answers stat from that cache; the next mount there finds it dead anyway
+// and cleans it up, instead of failing with "already a mount point".
+func TestStaleMountWithCachedAttributesIsCleaned(t *testing.T) {
+	s := serve(t, false)
+	if err := os.WriteFile(s.path("f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // the mount point's attributes, cached
+		if _, err := os.Stat(s.dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	s.cmd = nil
+	if err := CleanStale(s.dir); err != nil {
+		t.Fatal(err)
+	}
+	if IsMounted(s.dir) {
+		t.Fatal("the dead mount is still there after CleanStale")
+	}
+	s.start(false)
+	if b, err := os.ReadFile(s.path("f")); err != nil || string(b) != "x" {
+		t.Fatalf("remount read: %q %v", b, err)
+	}
+	s.stop()
+}

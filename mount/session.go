@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"avfs/vault"
@@ -434,8 +435,14 @@ func IsMounted(dir string) bool {
 // killed, which answers "transport endpoint is not connected". Anything
 // else there, a dead FUSE mount of another file system included, is left
 // alone (and is not an error).
+//
+// The server is asked with statfs, which the kernel always sends to it: a
+// stat of the mount point could be answered from the attributes a writer
+// mount lets the kernel keep for an hour (WriterCacheTime), hiding that
+// nobody serves it any more.
 func CleanStale(dir string) error {
-	_, err := os.Stat(dir)
+	var st unix.Statfs_t
+	err := unix.Statfs(dir, &st)
 	if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
 		return nil
 	}
