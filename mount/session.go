@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
-	"golang.org/x/sys/unix"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"avfs/vault"
 	"avfs/wire"
