@@ -185,6 +185,11 @@ func notRun(env *wire.Envelope, note string) *mcp.CallToolResult {
 // is the envelope's error, as in proxy exec.
 func (h *handlers) run(ctx context.Context, rreq runner.Request) *wire.Envelope {
 	start := time.Now()
+	if h.cfg.Forward != nil {
+		if env, ok := h.cfg.Forward(ctx, rreq); ok {
+			return env
+		}
+	}
 	r, err := h.cfg.NewRunner(ctx)
 	if err != nil {
 		env, _ := runner.Failed(rreq, start, err)

@@ -37,6 +37,13 @@ type Config struct {
 	// through elicitation; nil, or a nil function from it, grants without
 	// one. Its error refuses the grant.
 	GrantProof func() (func(vault.Approval) (string, error), error)
+	// Forward runs an exec elsewhere when that is where it must run (the
+	// vault is a workspace kept mounted by another avfs, which alone may
+	// change it): ok false runs it here. Cancelling ctx ends that run.
+	Forward func(ctx context.Context, req runner.Request) (env *wire.Envelope, ok bool)
+	// Restore restores a checkpoint for checkpoint_restore; nil restores
+	// it here, in the vault file.
+	Restore func(ctx context.Context, vault, ref string) (vault.RestoreResult, error)
 	// Version is the server's version in the initialize answer.
 	Version string
 	// ProgressEvery is the interval of progress notifications while a
@@ -207,11 +214,20 @@ type CheckpointRestoreInput struct {
 
 func (h *handlers) checkpointRestore(ctx context.Context, _ *mcp.CallToolRequest, in CheckpointRestoreInput) (*mcp.CallToolResult, vault.RestoreResult, error) {
 	var out vault.RestoreResult
-	err := h.withVault(ctx, in.Vault, func(v *vault.Vault) error {
-		var err error
-		out, err = v.RestoreCheckpoint(ctx, in.Checkpoint)
-		return err
-	})
+	var err error
+	if h.cfg.Restore != nil {
+		name := in.Vault
+		if name == "" {
+			name = h.cfg.Vault
+		}
+		out, err = h.cfg.Restore(ctx, name, in.Checkpoint)
+	} else {
+		err = h.withVault(ctx, in.Vault, func(v *vault.Vault) error {
+			var err error
+			out, err = v.RestoreCheckpoint(ctx, in.Checkpoint)
+			return err
+		})
+	}
 	if err != nil {
 		return nil, out, toolError(err)
 	}

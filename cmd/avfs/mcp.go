@@ -49,6 +49,8 @@ func mcpCommand(e *env) *cli.Command {
 				Store: e.store(), Vault: e.vaultName(), Version: version,
 				NewRunner:  func(context.Context) (*runner.Runner, error) { return e.proxyRunner(c) },
 				GrantProof: func() (func(vault.Approval) (string, error), error) { return grantProof(c, cfg) },
+				Forward:    e.forwardToWorkspace,
+				Restore:    e.restore,
 			})
 			if addr := c.String("listen"); addr != "" {
 				return serveMCPHTTP(c.Context, e, srv, addr, os.Getenv(mcpTokenEnv))

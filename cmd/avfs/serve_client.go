@@ -155,46 +155,9 @@ func (e *env) serverExec(c *cli.Context, req runner.Request, addr string) (env *
 			return nil, 0, false
 		}
 	}
-	ms := func(d time.Duration) *int64 { n := d.Milliseconds(); return &n }
-	maxChanges := max(req.MaxChanges, 0) // -1 (all) is 0 on the wire
-	var host []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AVFS_APPROVER_") && !strings.HasPrefix(kv, tokenEnv+"=") { // secrets stay here
-			host = append(host, kv)
-		}
-	}
-	body, err := json.Marshal(wire.ExecRequest{Argv: req.Argv, Shell: req.Shell, Cwd: req.Cwd, Vault: req.Vault,
-		TimeoutMS: ms(req.Timeout), KillGraceMS: ms(req.KillGrace), MaxOutput: req.MaxOutput, MaxChanges: &maxChanges,
-		Env: req.Env, Mountpoint: req.Mountpoint, MountMode: req.MountMode, ApprovalID: req.ApprovalID, ApprovalTTLMS: ms(req.ApprovalTTL),
-		RollbackOnFailure: req.RollbackOnFailure, WaitMS: ms(req.BusyWait), Explain: req.Explain, Readonly: req.Readonly,
-		Sandbox: req.Sandbox, AllowWritableTrust: req.AllowWritableTrust, HostEnv: host})
-	if err != nil {
-		return nil, 0, false
-	}
-	var dialed atomic.Bool // once connected, the daemon may have started the run
-	client := serveClient(addr, &dialed)
-	hreq, err := serveRequest(c.Context, "/v1/exec", body)
-	if err != nil {
-		return nil, 0, false
-	}
-	resp, err := client.Do(hreq)
-	if err != nil {
-		if c.Context.Err() != nil { // interrupted while the daemon ran it: the daemon's run is ended
-			env, status := runner.Failed(req, time.Now(), wire.Errorf(wire.CodeInternal, "proxy exec: interrupted while avfs serve ran the command"))
-			return env, status, true
-		}
-		if dialed.Load() { // the daemon took the request and went away: it may have run
-			env, status := runner.Failed(req, time.Now(), wire.Errorf(wire.CodeInternal, "proxy exec: avfs serve at %s ended before it answered (%v): the command may have run", addr, err))
-			return env, status, true
-		}
-		fmt.Fprintf(e.stderr, "avfs: avfs serve at %s is not answering (%v): running in-process\n", addr, err)
-		return nil, 0, false
-	}
-	defer resp.Body.Close()
-	status, serr := strconv.Atoi(resp.Header.Get(server.ExitStatusHeader))
-	env = &wire.Envelope{}
-	if derr := json.NewDecoder(resp.Body).Decode(env); resp.StatusCode != http.StatusOK || serr != nil || derr != nil {
-		fmt.Fprintf(e.stderr, "avfs: avfs serve at %s did not take the run (HTTP %d): running in-process\n", addr, resp.StatusCode)
+	env, status, note := postExec(c.Context, addr, req)
+	if note != "" {
+		fmt.Fprintf(e.stderr, "avfs: %s: running in-process\n", note)
 		return nil, 0, false
 	}
 	return env, status, true
@@ -234,4 +197,55 @@ func serverRestore(ctx context.Context, addr string, in wire.RestoreRequest) (va
 		return res, fmt.Errorf("restore: avfs serve at %s: not a restore answer: %v", addr, err)
 	}
 	return res, nil
+}
+
+// postExec runs req through the avfs serve at addr (POST /v1/exec) and
+// returns its envelope and exit status. note, when not "", says why the
+// daemon did not take the run (it does not answer, or refused the
+// request): nothing ran, and the caller may run it elsewhere. Once
+// connected, the run is the daemon's: an answer that does not come is an
+// envelope of avfs's failure, never a note. Cancelling ctx ends the
+// daemon's run.
+func postExec(ctx context.Context, addr string, req runner.Request) (env *wire.Envelope, status int, note string) {
+	ms := func(d time.Duration) *int64 { n := d.Milliseconds(); return &n }
+	maxChanges := max(req.MaxChanges, 0) // -1 (all) is 0 on the wire
+	var host []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AVFS_APPROVER_") && !strings.HasPrefix(kv, tokenEnv+"=") { // secrets stay here
+			host = append(host, kv)
+		}
+	}
+	body, err := json.Marshal(wire.ExecRequest{Argv: req.Argv, Shell: req.Shell, Cwd: req.Cwd, Vault: req.Vault,
+		TimeoutMS: ms(req.Timeout), KillGraceMS: ms(req.KillGrace), MaxOutput: req.MaxOutput, MaxChanges: &maxChanges,
+		Env: req.Env, Mountpoint: req.Mountpoint, MountMode: req.MountMode, ApprovalID: req.ApprovalID, ApprovalTTLMS: ms(req.ApprovalTTL),
+		RollbackOnFailure: req.RollbackOnFailure, WaitMS: ms(req.BusyWait), Explain: req.Explain, Readonly: req.Readonly,
+		Sandbox: req.Sandbox, AllowWritableTrust: req.AllowWritableTrust, HostEnv: host})
+	if err != nil {
+		return nil, 0, err.Error()
+	}
+	var dialed atomic.Bool // once connected, the daemon may have started the run
+	client := serveClient(addr, &dialed)
+	hreq, err := serveRequest(ctx, "/v1/exec", body)
+	if err != nil {
+		return nil, 0, err.Error()
+	}
+	resp, err := client.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil { // interrupted while the daemon ran it: the daemon's run is ended
+			env, status := runner.Failed(req, time.Now(), wire.Errorf(wire.CodeInternal, "proxy exec: interrupted while avfs serve ran the command"))
+			return env, status, ""
+		}
+		if dialed.Load() { // the daemon took the request and went away: it may have run
+			env, status := runner.Failed(req, time.Now(), wire.Errorf(wire.CodeInternal, "proxy exec: avfs serve at %s ended before it answered (%v): the command may have run", addr, err))
+			return env, status, ""
+		}
+		return nil, 0, fmt.Sprintf("avfs serve at %s is not answering (%v)", addr, err)
+	}
+	defer resp.Body.Close()
+	status, serr := strconv.Atoi(resp.Header.Get(server.ExitStatusHeader))
+	env = &wire.Envelope{}
+	if derr := json.NewDecoder(resp.Body).Decode(env); resp.StatusCode != http.StatusOK || serr != nil || derr != nil {
+		return nil, 0, fmt.Sprintf("avfs serve at %s did not take the run (HTTP %d)", addr, resp.StatusCode)
+	}
+	return env, status, ""
 }

@@ -527,3 +527,27 @@ func (e *env) restore(ctx context.Context, name, ref string) (vault.RestoreResul
 	}
 	return res, err
 }
+
+// forwardToWorkspace runs req through the avfs serving the workspace of
+// its vault, when there is one (ok false otherwise): that avfs alone may
+// change the vault it keeps mounted. One that does not take the run is an
+// envelope of vault_busy, as for proxy exec.
+func (e *env) forwardToWorkspace(ctx context.Context, req runner.Request) (*wire.Envelope, bool) {
+	ws, err := workspace.Registry{Home: e.home}.ForVault(req.Vault)
+	if err != nil || ws == nil {
+		return nil, false
+	}
+	if req.Stdin != nil || req.Stdout != nil || req.Stderr != nil {
+		env, _ := runner.Failed(req, time.Now(), wire.Errorf(wire.CodeVaultBusy,
+			"proxy exec: the vault %s is the workspace at %s, served by pid %d: a run with input or streamed output cannot go through it", ws.Vault, ws.Dir, ws.PID).
+			With("holder_pid", ws.PID).With("dir", ws.Dir))
+		return env, true
+	}
+	env, _, note := postExec(ctx, ws.Socket, req)
+	if note != "" {
+		env, _ = runner.Failed(req, time.Now(), wire.Errorf(wire.CodeVaultBusy,
+			"proxy exec: the vault %s is the workspace at %s, served by pid %d, which did not take the run: %s", ws.Vault, ws.Dir, ws.PID, note).
+			With("holder_pid", ws.PID).With("dir", ws.Dir))
+	}
+	return env, true
+}

@@ -110,6 +110,20 @@ func TestWorkspace(t *testing.T) {
 		t.Fatalf("proxy exec in the workspace: %+v %+v", ls.Error, ls.Process)
 	}
 
+	// So does an MCP exec, and checkpoint_restore.
+	s := a.mcpSession(nil)
+	_, menv := execEnvelope(t, s, map[string]any{"vault": vault, "cwd": "/src", "shell": "echo mcp > mcp.txt && cat " + hooks.Quote(filepath.Join(src, "mcp.txt"))}, false)
+	if menv.Process == nil || menv.Process.Stdout != "mcp\n" || menv.Checkpoint == nil || menv.Sandbox == nil || menv.Sandbox.Workspace != proj {
+		t.Fatalf("mcp exec in the workspace: %+v", menv)
+	}
+	if res := call(t, s, "checkpoint_restore", map[string]any{"vault": vault, "checkpoint": strconv.FormatInt(menv.Checkpoint.ID, 10)}); res.IsError {
+		t.Fatalf("mcp checkpoint_restore: %s", text(res))
+	}
+	if _, err := os.Stat(filepath.Join(src, "mcp.txt")); !os.IsNotExist(err) {
+		t.Errorf("mcp.txt after the MCP restore: %v", err)
+	}
+	s.Close()
+
 	// A failed run rolled back under the live mount: the host path shows
 	// the vault as before at once.
 	var rb wire.Envelope
