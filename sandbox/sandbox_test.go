@@ -55,7 +55,7 @@ func runSpec(t *testing.T, spec Spec) ran {
 	if err := p.Start(); err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	_ = p.Cmd.Wait()
+	_, _ = p.Wait()
 	return ran{out.String(), errb.String(), p.Result(), p.Landlock}
 }
 
@@ -129,10 +129,10 @@ func TestSignalEndsRun(t *testing.T) {
 	if line, err := bufio.NewReader(out).ReadString('\n'); line != "up\n" { // the trap is set
 		t.Fatalf("read %q: %v", line, err)
 	}
-	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	_ = p.Cmd.Wait()
+	_, _ = p.Wait()
 	res := p.Result()
 	if !res.Reported || !res.Status.Signaled() || res.Status.Signal() != syscall.SIGKILL || res.Ended != 1 {
 		t.Fatalf("got %+v (status %v)", res, res.Status)
