@@ -566,7 +566,7 @@ static int need(int n, int want) {
 }
 
 static int sandbox_main(void) {
-	prctl(PR_SET_PDEATHSIG, SIGKILL); // also set by avfs before the exec, without a race
+	prctl(PR_SET_PDEATHSIG, SIGKILL); // also set by launch, with the check that closes the race
 	prctl(PR_SET_DUMPABLE, 0);        // nothing in the run may ptrace its init
 	char *plan = malloc(MAX_PLAN);
 	if (!plan) fail(ENOMEM, "plan");
