@@ -710,18 +710,28 @@ static int launch(const char *spec) {
 	int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
 	if (net) flags |= CLONE_NEWNET;
 	if (unshare(flags) < 0) fail(errno, "unshare the namespaces");
+	// The init says nothing before the pid line is written: it waits for
+	// the end of this pipe, which closes when launch exits.
+	int turn[2];
+	if (pipe2(turn, O_CLOEXEC) < 0) fail(errno, "pipe");
 	long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
 	if (pid < 0) fail(errno, "clone the init");
 	if (pid == 0) {
+		close(turn[1]);
 		// avfs's death sends the init SIGKILL from now on; should it have
 		// died before, its end of the status pipe is closed: then end.
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		struct pollfd pf = {STATUS_FD, 0, 0};
 		if (poll(&pf, 1, 0) < 0 || (pf.revents & (POLLERR | POLLHUP | POLLNVAL))) _exit(125);
+		char c;
+		while (read(turn[0], &c, 1) < 0 && errno == EINTR) {
+		}
+		close(turn[0]);
 		_exit(sandbox_main());
 	}
+	close(turn[0]);
 	say("pid %ld\n", pid);
-	return 0;
+	return 0; // closes turn[1]: the init goes on
 }
 
 __attribute__((constructor)) static void avfs_sandbox_entry(void) {
