@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"os"
 	"syscall"
 	"time"
 
@@ -48,7 +49,7 @@ func (p *Proc) startSandboxed() error {
 		return err
 	}
 	p.setup = time.Since(t)
-	p.sb, p.cmd, p.pid = sb, sb.Cmd, sb.Cmd.Process.Pid
+	p.sb, p.cmd, p.pid = sb, sb.Cmd, sb.Pid()
 	p.startStreams(or, er)
 	return nil
 }
@@ -61,8 +62,9 @@ func (p *Proc) startSandboxed() error {
 func (p *Proc) superviseSandboxed() {
 	exited := make(chan struct{})
 	var waited time.Time
+	var state *os.ProcessState
 	go func() {
-		_ = p.cmd.Wait()
+		state, _ = p.sb.Wait()
 		waited = time.Now()
 		close(exited)
 	}()
@@ -123,7 +125,10 @@ func (p *Proc) superviseSandboxed() {
 			res.KilledInSandbox = sr.Ended
 			res.SandboxTeardown = max(waited.Sub(sr.At), 0)
 		} else {
-			res.ExitCode, res.Signal = waitStatus(p.cmd.ProcessState.Sys().(syscall.WaitStatus))
+			res.ExitCode, res.Signal = -1, ""
+			if state != nil {
+				res.ExitCode, res.Signal = waitStatus(state.Sys().(syscall.WaitStatus))
+			}
 		}
 	} else {
 		res.ExitCode = -1
@@ -139,7 +144,7 @@ const initSlack = 2 * time.Second
 // signalInit sends sig to the init, which passes it on to every process
 // of the run (SIGKILL ends the init, and with it the namespace).
 func (p *Proc) signalInit(sig unix.Signal) {
-	_ = unix.Kill(p.pid, sig)
+	_ = p.sb.Signal(sig) // through its pidfd: never another process once it is reaped
 }
 
 // waitStatus is a wait status as an exit code (128+N for signal N) and

@@ -83,6 +83,9 @@ type Runner struct {
 	// Attached is the vault this process keeps mounted as a workspace, if
 	// any: its runs work in that mount (see Attached).
 	Attached *Attached
+	// Vaults, when set, keeps vaults open across runs (avfs serve); nil
+	// opens and closes the vault in each run.
+	Vaults *VaultCache
 }
 
 // Request is one `avfs proxy exec`.
@@ -326,12 +329,12 @@ func (x *execution) open(ctx context.Context) error {
 	x.policy = x.r.startPolicy(ctx)
 	x.probe = x.r.startProbe(x.req)
 	x.r.cleanStale()
-	v, err := x.r.Store.OpenOrCreate(ctx, x.req.Vault)
+	v, release, err := x.r.Vaults.Open(ctx, x.r.Store, x.req.Vault, true)
 	if err != nil {
 		return err
 	}
 	x.v = v
-	x.later(func(context.Context) { v.Close() })
+	x.later(func(context.Context) { release(keepVault(x.out.Error)) })
 	if x.info, err = v.Info(ctx); err != nil {
 		return err
 	}

@@ -1,13 +1,17 @@
 // The sandbox's init: the first process in the run's namespaces.
 //
-// avfs starts its own binary with CLONE_NEWUSER|NEWNS|NEWPID|NEWIPC|NEWUTS
-// (and NEWNET unless the network is granted) and _AVFS_SANDBOX_INIT=1 in
-// its environment. The constructor below runs before the Go runtime
-// starts, reads the plan the Go side wrote (plan.go: every mount, file and
-// rule, decided there), builds the view, applies Landlock, and forks the
-// command; it then stays as PID 1 of the run's PID namespace: it reaps,
-// forwards avfs's signals to every process of the run, and when the
-// command exits ends what the command left behind and reports both.
+// avfs starts its own binary (with vfork: a clone that makes namespaces
+// would copy the address space of avfs, and every page avfs writes
+// afterwards would fault) with _AVFS_SANDBOX_INIT=1 and
+// _AVFS_SANDBOX_NS="UID GID NET" in its environment. The constructor below
+// runs before the Go runtime starts. launch makes the namespaces (user,
+// mount, PID, IPC, UTS, cgroup, and network unless it is granted) and
+// clones the init into them as avfs's own child (CLONE_PARENT), then
+// exits. The init reads the plan the Go side wrote (plan.go: every mount,
+// file and rule, decided there), builds the view, applies Landlock, and
+// forks the command; it then stays as PID 1 of the run's PID namespace:
+// it reaps, forwards avfs's signals to every process of the run, and when
+// the command exits ends what the command left behind and reports both.
 //
 // Why C: a Go process start costs about 30 ms on our machines (the
 // package initialisers of the binary's dependencies), a plain exec about
@@ -16,8 +20,9 @@
 // plan.
 //
 // Protocol. fd 3 is the plan: records, each a decimal field count and NUL,
-// then that many NUL-terminated fields. fd 4 is the status pipe; the init
-// writes lines:
+// then that many NUL-terminated fields. fd 4 is the status pipe; launch
+// and the init write lines:
+//   "pid PID\n"              the init was cloned: its pid (in avfs's namespace), first;
 //   "ready ABI\n"            the view is built, Landlock ABI ABI applied (0: none), the command starts;
 //   "error STEP OP ERRNO MSG\n" set-up step STEP (op OP) failed with ERRNO: nothing ran;
 //   "exit STATUS KILLED\n"   the command's raw wait status, and how many processes it left
@@ -31,6 +36,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -560,7 +566,7 @@ static int need(int n, int want) {
 }
 
 static int sandbox_main(void) {
-	prctl(PR_SET_PDEATHSIG, SIGKILL); // also set by avfs before the exec, without a race
+	prctl(PR_SET_PDEATHSIG, SIGKILL); // also set by launch, with the check that closes the race
 	prctl(PR_SET_DUMPABLE, 0);        // nothing in the run may ptrace its init
 	char *plan = malloc(MAX_PLAN);
 	if (!plan) fail(ENOMEM, "plan");
@@ -666,8 +672,72 @@ static int sandbox_main(void) {
 	return supervise(child, &set);
 }
 
+// write_file writes s to the /proc file path, or fails the set-up.
+static void write_file(const char *path, const char *s) {
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0) failf(errno, "open %s", path);
+	ssize_t n = write(fd, s, strlen(s));
+	int err = errno;
+	close(fd);
+	if (n != (ssize_t)strlen(s)) failf(n < 0 ? err : EIO, "write %s", path);
+}
+
+// launch makes the run's namespaces and starts the init in them; it runs
+// in the process avfs started (with vfork: avfs's memory is not copied),
+// still single-threaded. spec is "UID GID NET": the identity mapped (the
+// process's own) and whether the run gets a network namespace of its own.
+//
+// It enters a user namespace of its own (unshare), maps UID and GID to
+// themselves (setgroups denied first, as the kernel requires of a
+// process mapping itself), then the other namespaces, and clones the
+// init with CLONE_PARENT: the init, PID 1 of the new PID namespace, is
+// avfs's own child, as if avfs had cloned it. It writes "pid PID\n" (the
+// init's pid outside) on the status pipe and exits; a step that fails is
+// reported as the init reports its own ("error STEP OP ERRNO MSG") and
+// nothing runs.
+static int launch(const char *spec) {
+	op = "clone"; // the step a refusal names, as when avfs cloned the namespaces itself
+	unsigned long uid, gid;
+	int net;
+	if (sscanf(spec, "%lu %lu %d", &uid, &gid, &net) != 3) fail(EINVAL, "bad namespace request");
+	if (unshare(CLONE_NEWUSER) < 0) fail(errno, "unshare the user namespace");
+	char m[64];
+	write_file("/proc/self/setgroups", "deny");
+	snprintf(m, sizeof m, "%lu %lu 1\n", uid, uid);
+	write_file("/proc/self/uid_map", m);
+	snprintf(m, sizeof m, "%lu %lu 1\n", gid, gid);
+	write_file("/proc/self/gid_map", m);
+	int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
+	if (net) flags |= CLONE_NEWNET;
+	if (unshare(flags) < 0) fail(errno, "unshare the namespaces");
+	// The init says nothing before the pid line is written: it waits for
+	// the end of this pipe, which closes when launch exits.
+	int turn[2];
+	if (pipe2(turn, O_CLOEXEC) < 0) fail(errno, "pipe");
+	long pid = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
+	if (pid < 0) fail(errno, "clone the init");
+	if (pid == 0) {
+		close(turn[1]);
+		// avfs's death sends the init SIGKILL from now on; should it have
+		// died before, its end of the status pipe is closed: then end.
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		struct pollfd pf = {STATUS_FD, 0, 0};
+		if (poll(&pf, 1, 0) < 0 || (pf.revents & (POLLERR | POLLHUP | POLLNVAL))) _exit(125);
+		char c;
+		while (read(turn[0], &c, 1) < 0 && errno == EINTR) {
+		}
+		close(turn[0]);
+		_exit(sandbox_main());
+	}
+	close(turn[0]);
+	say("pid %ld\n", pid);
+	return 0; // closes turn[1]: the init goes on
+}
+
 __attribute__((constructor)) static void avfs_sandbox_entry(void) {
 	const char *v = getenv("_AVFS_SANDBOX_INIT");
 	if (v == NULL || strcmp(v, "1") != 0) return;
+	const char *ns = getenv("_AVFS_SANDBOX_NS");
+	if (ns != NULL) _exit(launch(ns));
 	_exit(sandbox_main());
 }

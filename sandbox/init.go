@@ -11,3 +11,7 @@ import "C"
 
 // initEnv marks the process avfs starts as a sandbox's init.
 const initEnv = "_AVFS_SANDBOX_INIT=1"
+
+// nsEnv asks that process to make the run's namespaces first, with
+// "UID GID NET" (see init.c's launch).
+const nsEnv = "_AVFS_SANDBOX_NS"

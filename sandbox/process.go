@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -16,15 +17,18 @@ import (
 	"avfs/wire"
 )
 
-// Process is a command held in a sandbox: the init (init.c) avfs starts,
-// PID 1 of the run's PID namespace, with the command as its child.
+// Process is a command held in a sandbox: the init (init.c), PID 1 of
+// the run's PID namespace and a child of this process, with the command as
+// its child.
 //
 // Signals sent to the init (Signal) reach every process of the run;
 // SIGKILL to the init ends them all at once, the kernel's doing. The
 // command's processes can neither signal nor see anything outside.
 type Process struct {
-	// Cmd is the init. Set its Stdin, Stdout and Stderr (the command's)
-	// before Start; nothing else of it is to be changed.
+	// Cmd is what starts the init: it makes the namespaces, clones the
+	// init and exits (see init.c). Set its Stdin, Stdout and Stderr (the
+	// command's) before Start; nothing else of it is to be changed, and
+	// it is not to be waited for: Wait, Signal and Pid are the init's.
 	Cmd *exec.Cmd
 	// Landlock is the Landlock ABI the init restricted the run with (0:
 	// the kernel has none), known after Start.
@@ -36,6 +40,8 @@ type Process struct {
 	lastAt time.Time     // when it arrived
 	plan   *os.File
 	child  []*os.File // the init's ends, closed once it has them
+	init   *os.Process
+	state  *os.ProcessState // once Wait returned
 }
 
 // Result is how a sandboxed command ended.
@@ -83,29 +89,29 @@ func start(exe string, plan []byte, spec Spec) (*Process, error) {
 		planFile.Close()
 		return nil, wire.Errorf(wire.CodeSandbox, "sandbox: pipe: %v", err)
 	}
-	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	// The namespaces are made by the started process itself (init.c's
+	// launch), not by the clone that starts it: a clone that makes a user
+	// namespace cannot share avfs's memory (vfork), so it would copy
+	// avfs's page tables, and every page avfs wrote afterwards would take
+	// a fault. Started without them it is a vfork and an exec.
+	net := 0
 	if spec.Network != wire.NetworkHost {
-		flags |= unix.CLONE_NEWNET
+		net = 1
 	}
 	cmd := &exec.Cmd{
-		Path: exe, Args: []string{"avfs-sandbox"}, Env: []string{initEnv}, Dir: "/",
+		Path: exe, Args: []string{"avfs-sandbox"}, Dir: "/",
+		Env:        []string{initEnv, fmt.Sprintf("%s=%d %d %d", nsEnv, spec.UID, spec.GID, net)},
 		ExtraFiles: []*os.File{planFile, sw}, // fds 3 and 4
 		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags:  flags,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: spec.UID, HostID: spec.UID, Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: spec.GID, HostID: spec.GID, Size: 1}},
 			// A new session: the run has no controlling terminal and
 			// avfs's terminal signals do not reach it directly.
 			Setsid: true,
 			// The kernel sends it when the forking thread ends: Start is
 			// to be called from an ordinary goroutine (not one that
-			// locked its thread), whose thread lives as long as avfs.
+			// locked its thread), whose thread lives as long as avfs. The
+			// init, cloned with CLONE_PARENT, has the same parent thread
+			// and asks for the same.
 			Pdeathsig: syscall.SIGKILL,
-			// The init runs as the user's own uid in its namespace: an
-			// exec drops the namespace's capabilities from any uid but 0,
-			// so the ones building the view need are kept across it
-			// (the init drops them all before the command starts).
-			AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP},
 		},
 	}
 	return &Process{Cmd: cmd, status: sr, lines: bufio.NewReader(sr), plan: planFile, child: []*os.File{planFile, sw}}, nil
@@ -130,7 +136,30 @@ func (p *Process) Start() error {
 		}
 		return werr
 	}
+	// The starter says the init's pid, or why it could not clone it, and
+	// exits.
 	line, rerr := p.lines.ReadString('\n')
+	_, _ = p.Cmd.Process.Wait() // not Cmd.Wait: its streams are the run's, open until the run ends
+	pid, perr := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "pid ")))
+	if !strings.HasPrefix(line, "pid ") || perr != nil || pid <= 0 {
+		_ = p.Cmd.Wait()
+		p.status.Close()
+		if rest, ok := strings.CutPrefix(line, "error "); ok {
+			return setupError(strings.TrimSpace(rest))
+		}
+		return wire.Errorf(wire.CodeSandbox, "sandbox: the namespaces were not made (%q, %v)", line, rerr).With("step", "clone")
+	}
+	// The init is this process's child (CLONE_PARENT), not reaped until
+	// Wait: the pid is its own.
+	if p.init, err = os.FindProcess(pid); err != nil {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, 0, nil)
+		_ = p.Cmd.Wait()
+		p.status.Close()
+		return wire.Errorf(wire.CodeSandbox, "sandbox: the init %d: %v", pid, err).With("step", "clone")
+	}
+	line, rerr = p.lines.ReadString('\n')
 	if abi, ok := strings.CutPrefix(line, "ready "); ok {
 		p.Landlock, _ = strconv.Atoi(strings.TrimSpace(abi))
 		p.last = make(chan string, 1)
@@ -142,8 +171,8 @@ func (p *Process) Start() error {
 		return nil
 	}
 	// The init failed (or died): it wrote why, or nothing.
-	_ = p.Cmd.Process.Kill()
-	_ = p.Cmd.Wait()
+	_ = p.init.Kill()
+	_, _ = p.Wait()
 	p.status.Close()
 	if rest, ok := strings.CutPrefix(line, "error "); ok {
 		return setupError(strings.TrimSpace(rest))
@@ -162,8 +191,32 @@ func setupError(s string) error {
 		With("step", parts[1]).With("errno", syscall.Errno(errno).Error())
 }
 
+// Pid is the init's pid, once Start succeeded.
+func (p *Process) Pid() int { return p.init.Pid }
+
+// Signal sends sig to the init, once Start succeeded: it passes it on to
+// every process of the run (SIGKILL ends the init and the namespace).
+func (p *Process) Signal(sig os.Signal) error { return p.init.Signal(sig) }
+
+// Wait waits for the init to exit, once Start succeeded: then every
+// process of the run has ended (the kernel ends a PID namespace with its
+// init), and the streams Cmd copies, if any, are drained. It returns the
+// init's state; calling it again returns the same.
+func (p *Process) Wait() (*os.ProcessState, error) {
+	if p.state != nil {
+		return p.state, nil
+	}
+	st, err := p.init.Wait()
+	_ = p.Cmd.Wait() // the starter is reaped: this waits for Cmd's copies and closes its pipes
+	if err != nil {
+		return nil, err
+	}
+	p.state = st
+	return st, nil
+}
+
 // Result reads how the command ended, once the init has exited (after
-// Cmd.Wait). Teardown is how long the init took to go after it reported
+// Wait). Teardown is how long the init took to go after it reported
 // (the kernel tearing the namespaces down).
 func (p *Process) Result() Result {
 	defer p.status.Close()
@@ -211,7 +264,7 @@ func Probe(exe, root string, network wire.Network) error {
 	if err := p.Start(); err != nil {
 		return err
 	}
-	_ = p.Cmd.Wait()
+	_, _ = p.Wait()
 	p.status.Close()
 	return nil
 }

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -55,7 +57,7 @@ func runSpec(t *testing.T, spec Spec) ran {
 	if err := p.Start(); err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	_ = p.Cmd.Wait()
+	_, _ = p.Wait()
 	return ran{out.String(), errb.String(), p.Result(), p.Landlock}
 }
 
@@ -129,10 +131,10 @@ func TestSignalEndsRun(t *testing.T) {
 	if line, err := bufio.NewReader(out).ReadString('\n'); line != "up\n" { // the trap is set
 		t.Fatalf("read %q: %v", line, err)
 	}
-	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	_ = p.Cmd.Wait()
+	_, _ = p.Wait()
 	res := p.Result()
 	if !res.Reported || !res.Status.Signaled() || res.Status.Signal() != syscall.SIGKILL || res.Ended != 1 {
 		t.Fatalf("got %+v (status %v)", res, res.Status)
@@ -269,5 +271,83 @@ func TestTrimCacheDue(t *testing.T) {
 	}
 	if _, err := os.Stat(big); !os.IsNotExist(err) {
 		t.Fatalf("not trimmed when due: %v", err)
+	}
+}
+
+// TestParentDeathEndsRun: when the process that started a sandbox dies
+// (SIGKILL: nothing of it cleans up), the init and every process of the
+// run end with it. The test binary starts the sandbox in a child copy of
+// itself and kills that copy.
+func TestParentDeathEndsRun(t *testing.T) {
+	if os.Getenv("AVFS_SANDBOX_TEST_PARENT") == "1" {
+		spec := testSpec(t, `sleep 4711 & echo up; wait`)
+		exe, _ := os.Executable()
+		p, err := New(exe, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Cmd.Stdout = os.Stdout
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		os.Stdout.WriteString("init " + strconv.Itoa(p.Pid()) + "\n")
+		_, _ = p.Wait() // until killed
+		return
+	}
+	exe, _ := os.Executable()
+	parent := exec.Command(exe, "-test.run=^TestParentDeathEndsRun$", "-test.count=1")
+	parent.Env = append(os.Environ(), "AVFS_SANDBOX_TEST_PARENT=1")
+	out, err := parent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer parent.Wait()
+	r := bufio.NewReader(out)
+	var initPid int
+	for initPid == 0 {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			parent.Process.Kill()
+			t.Fatalf("the sandbox did not start: %v", err)
+		}
+		if s, ok := strings.CutPrefix(line, "init "); ok {
+			initPid, _ = strconv.Atoi(strings.TrimSpace(s))
+		}
+	}
+	for line := ""; line != "up\n"; {
+		if line, err = r.ReadString('\n'); err != nil {
+			t.Fatalf("the command did not start: %v", err)
+		}
+	}
+	if err := parent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	alive := func() []string {
+		var left []string
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
+				continue // gone, or a zombie: it ended
+			}
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if pid == initPid || bytes.Equal(cmdline, []byte("sleep\x004711\x00")) {
+				left = append(left, e.Name()+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+			}
+		}
+		return left
+	}
+	// The kernel ends them asynchronously: wait (bounded) for it.
+	for deadline := time.Now().Add(10 * time.Second); len(alive()) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run outlived the process that started it: %q", alive())
+		}
 	}
 }

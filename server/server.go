@@ -87,6 +87,9 @@ type Server struct {
 
 	kill     context.Context // cancelled when runs must stop
 	killRuns context.CancelCauseFunc
+
+	// vaults stay open across runs and reloads, until Serve returns.
+	vaults *runner.VaultCache
 }
 
 // state is one loaded policy with its runner.
@@ -107,7 +110,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = log.New(io.Discard, "", 0)
 	}
-	s := &Server{cfg: cfg, started: time.Now()}
+	s := &Server{cfg: cfg, started: time.Now(), vaults: runner.NewVaultCache(0, 0)}
 	s.kill, s.killRuns = context.WithCancelCause(context.WithoutCancel(ctx))
 	r, watch, err := cfg.Load(ctx)
 	s.watch, s.print = watch, fingerprint(watch)
@@ -117,6 +120,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if r.Policy == nil {
 		return nil, wire.Errorf(wire.CodeInternal, "serve: the loader gave no policy")
 	}
+	r.Vaults = s.vaults
 	s.state.Store(&state{r: r, loadedAt: time.Now()})
 	s.listen.Store("")
 	return s, nil
@@ -159,6 +163,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	close(stopReload)
 	<-reloadDone
 	s.killRuns(context.Canceled)
+	s.vaults.Close()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
@@ -426,8 +431,8 @@ func Decide(ctx context.Context, r *runner.Runner, in wire.DecideRequest) (wire.
 		name = r.Store.Current()
 	}
 	var ws engine.Workspace
-	if v, err := r.Store.Open(ctx, name); err == nil {
-		defer v.Close()
+	if v, release, err := r.Vaults.Open(ctx, r.Store, name, false); err == nil {
+		defer release(true)
 		ws = runner.Workspace(v)
 	}
 	p := r.Policy

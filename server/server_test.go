@@ -649,3 +649,33 @@ func TestShutdownInterrupts(t *testing.T) {
 		}
 	}
 }
+
+// TestExecVaultKeptOpen: runs through the daemon share one open vault per
+// file; a vault deleted (or replaced) between runs is never the one the
+// next run sees, and shutting down closes what was kept.
+func TestExecVaultKeptOpen(t *testing.T) {
+	ts := startServer(t, nil, "")
+	ts.create("kept")
+	for range 2 {
+		env, status, b := ts.exec(wire.ExecRequest{Shell: "echo one >> a.txt; cat a.txt", Vault: "kept"})
+		if status != 0 || env.Error != nil {
+			t.Fatalf("run: %s", b)
+		}
+	}
+	if n := ts.srv.vaults.Len(); n != 1 {
+		t.Fatalf("%d vaults kept open, want 1", n)
+	}
+	store := vault.NewStore(ts.home, vault.Options{})
+	if err := store.Delete(context.Background(), "kept", false); err != nil {
+		t.Fatal(err)
+	}
+	ts.create("kept")
+	env, status, b := ts.exec(wire.ExecRequest{Shell: "cat a.txt 2>/dev/null || echo none", Vault: "kept"})
+	if status != 0 || env.Process == nil || env.Process.Stdout != "none\n" {
+		t.Fatalf("the run after the vault was made again saw: %s", b)
+	}
+	ts.stop()
+	if n := ts.srv.vaults.Len(); n != 0 {
+		t.Fatalf("%d vaults open after shutdown", n)
+	}
+}
