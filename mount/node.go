@@ -287,8 +287,24 @@ func (n *node) overlayOpen(out *fuse.Attr) {
 	}
 }
 
+// nameMax is the longest name the mount accepts, in bytes (NAME_MAX).
+const nameMax = 255
+
+// checkName answers ENAMETOOLONG for a name longer than nameMax, whether
+// or not it exists: the kernel looks a name up before chmod, unlink,
+// rename, link or a create, so Lookup answering so covers them all.
+func checkName(name string) syscall.Errno {
+	if len(name) > nameMax {
+		return syscall.ENAMETOOLONG
+	}
+	return 0
+}
+
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := checkName(name); en != 0 {
+		return nil, en
+	}
 	if en := n.fsys.settle(ctx); en != 0 {
 		return nil, en
 	}
@@ -393,6 +409,9 @@ func (n *node) Access(context.Context, uint32) syscall.Errno {
 
 func (n *node) create(ctx context.Context, name string, spec vault.NodeSpec, out *fuse.EntryOut) (*fs.Inode, vault.Attr, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := checkName(name); en != 0 {
+		return nil, vault.Attr{}, en
+	}
 	if n.fsys.readonly {
 		return nil, vault.Attr{}, syscall.EROFS
 	}
@@ -440,6 +459,9 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := checkName(name); en != 0 {
+		return nil, nil, 0, en
+	}
 	spec := vault.NodeSpec{Kind: vault.KindFile, Mode: mode & 0o7777}
 	if n.lazyCreate(ctx, name) {
 		return n.createPending(ctx, name, flags, spec, out)
@@ -514,6 +536,9 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := checkName(name); en != 0 {
+		return nil, en
+	}
 	if n.fsys.readonly {
 		return nil, syscall.EROFS
 	}
@@ -557,6 +582,9 @@ func (n *node) detachChild(ctx context.Context, name string) {
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := checkName(name); en != 0 {
+		return en
+	}
 	if n.fsys.readonly {
 		return syscall.EROFS
 	}
@@ -569,6 +597,9 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := checkName(name); en != 0 {
+		return en
+	}
 	if n.fsys.readonly {
 		return syscall.EROFS
 	}
@@ -580,6 +611,9 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := max(checkName(name), checkName(newName)); en != 0 {
+		return en
+	}
 	if n.fsys.readonly {
 		return syscall.EROFS
 	}
