@@ -250,6 +250,10 @@ func kindMode(k vault.Kind) uint32 {
 		return syscall.S_IFIFO
 	case vault.KindSocket:
 		return syscall.S_IFSOCK
+	case vault.KindCharDev:
+		return syscall.S_IFCHR
+	case vault.KindBlockDev:
+		return syscall.S_IFBLK
 	}
 	return syscall.S_IFREG
 }
@@ -262,6 +266,7 @@ func fillAttr(a vault.Attr, out *fuse.Attr) {
 	out.Blksize = 4096
 	out.Mode = kindMode(a.Kind) | a.Mode
 	out.Nlink = a.Nlink
+	out.Rdev = uint32(a.Rdev)
 	out.Owner = fuse.Owner{Uid: a.UID, Gid: a.GID}
 	out.SetTimes(&a.Atime, &a.Mtime, &a.Ctime)
 }
@@ -450,10 +455,14 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 		kind = vault.KindFifo // the kernel carries the data: opens never reach us
 	case syscall.S_IFSOCK:
 		kind = vault.KindSocket // bind(2) of a Unix socket makes one
+	case syscall.S_IFCHR:
+		kind = vault.KindCharDev // kept as its number: the mount is nodev, so it opens nothing
+	case syscall.S_IFBLK:
+		kind = vault.KindBlockDev
 	default:
-		return nil, syscall.EPERM // devices have no place in a vault
+		return nil, syscall.EINVAL
 	}
-	ch, _, en := n.create(ctx, name, vault.NodeSpec{Kind: kind, Mode: mode & 0o7777}, out)
+	ch, _, en := n.create(ctx, name, vault.NodeSpec{Kind: kind, Mode: mode & 0o7777, Rdev: uint64(dev)}, out)
 	return ch, en
 }
 
