@@ -45,6 +45,7 @@ type chunkBuf struct {
 	slot   int64  // spill file slot when data is nil
 	length int    // bytes of the chunk that are valid
 	seq    uint64 // write sequence of the last change
+	hole   bool   // all zeros, no buffer (data is empty and not counted in memBytes)
 }
 
 // openFile is the state shared by the open handles of one regular file.
@@ -202,7 +203,9 @@ func (of *openFile) drop(i int64) {
 		return
 	}
 	if cb.data != nil {
-		of.memBytes -= chunkSize
+		if !cb.hole {
+			of.memBytes -= chunkSize
+		}
 	} else if cb.slot >= 0 {
 		of.freeSlots = append(of.freeSlots, cb.slot)
 	}
@@ -258,6 +261,10 @@ func (of *openFile) writeLocked(ctx context.Context, p []byte, off int64) (uint3
 				data = grown
 				if cb.data != nil {
 					cb.data = grown
+				}
+				if cb.hole {
+					cb.hole = false
+					of.memBytes += chunkSize
 				}
 			}
 		}
@@ -595,26 +602,80 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno { return h.of.flush(ct
 
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno { return h.of.flush(ctx) }
 
+// The fallocate(2) modes (linux/falloc.h).
+const (
+	fallocKeepSize      = 0x01
+	fallocPunchHole     = 0x02
+	fallocCollapseRange = 0x08
+	fallocZeroRange     = 0x10
+	fallocInsertRange   = 0x20
+)
+
+// Allocate honours fallocate(2): plain allocation grows the file (a vault
+// reserves no space, so KEEP_SIZE alone does nothing); PUNCH_HOLE (with
+// KEEP_SIZE, as Linux requires) and ZERO_RANGE make the range read as
+// zeros, ZERO_RANGE growing the file unless KEEP_SIZE. Chunks the range
+// covers whole become holes, which the vault does not store. Collapse,
+// insert and any other mode fail with EOPNOTSUPP.
 func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
-	const keepSize = 0x1             // FALLOC_FL_KEEP_SIZE: space is not reserved in a vault, so nothing to do
-	if mode == keepSize {
-		return 0
-	}
-	if mode != 0 {
-		return syscall.EOPNOTSUPP
-	}
-	end := int64(off + size)
 	of := h.of
-	of.mu.Lock()
-	grow := end > of.size
-	if grow {
-		of.size = end
-		of.state = stateDirty
+	end := int64(off + size)
+	if end < int64(off) {
+		return syscall.EFBIG
 	}
-	of.mu.Unlock()
-	if grow {
+	switch mode {
+	case 0, fallocKeepSize:
+		if mode == fallocKeepSize {
+			return 0
+		}
+		of.mu.Lock()
+		grow := end > of.size
+		if grow {
+			of.size = end
+			of.state = stateDirty
+		}
+		of.mu.Unlock()
+		if grow {
+			return of.flush(ctx)
+		}
+		return 0
+	case fallocPunchHole | fallocKeepSize, fallocZeroRange, fallocZeroRange | fallocKeepSize:
+		of.mu.Lock()
+		en := of.zeroLocked(ctx, int64(off), end)
+		if en == 0 && mode == fallocZeroRange && end > of.size {
+			of.size = end
+			of.state = stateDirty
+		}
+		of.mu.Unlock()
+		if en != 0 {
+			return en
+		}
 		return of.flush(ctx)
+	}
+	return syscall.EOPNOTSUPP
+}
+
+// zeroLocked makes [off, end) of the file as it is now read as zeros,
+// without changing its size: chunks the range covers whole become empty
+// dirty chunks (holes once flushed), the partial ones get zeros written.
+// of.mu is held.
+func (of *openFile) zeroLocked(ctx context.Context, off, end int64) syscall.Errno {
+	end = min(end, of.size)
+	for pos := off; pos < end; {
+		i := pos / chunkSize
+		cs := i * chunkSize
+		ce := min(cs+chunkSize, end)
+		if pos == cs && (ce == cs+chunkSize || ce == of.size) {
+			of.drop(i)
+			of.seq++
+			of.dirty[i] = &chunkBuf{data: []byte{}, slot: -1, hole: true, seq: of.seq}
+			of.mtime = time.Now()
+			of.state = stateDirty
+		} else if _, en := of.writeLocked(ctx, make([]byte, ce-pos), pos); en != 0 {
+			return en
+		}
+		pos = ce
 	}
 	return 0
 }

@@ -61,7 +61,8 @@ func serveChild() {
 		log.SetOutput(f)
 		debug = true
 	}
-	sess, err := Mount(ctx, v, os.Getenv("AVFS_MOUNT_DIR"), Options{ReadOnly: os.Getenv("AVFS_MOUNT_RO") == "1", FsName: "avfs:test", Debug: debug})
+	sess, err := Mount(ctx, v, os.Getenv("AVFS_MOUNT_DIR"), Options{ReadOnly: os.Getenv("AVFS_MOUNT_RO") == "1", FsName: "avfs:test", Debug: debug,
+		AllowOther: os.Getenv("AVFS_MOUNT_ALLOW_OTHER") == "1"})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(4)

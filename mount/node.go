@@ -250,6 +250,10 @@ func kindMode(k vault.Kind) uint32 {
 		return syscall.S_IFIFO
 	case vault.KindSocket:
 		return syscall.S_IFSOCK
+	case vault.KindCharDev:
+		return syscall.S_IFCHR
+	case vault.KindBlockDev:
+		return syscall.S_IFBLK
 	}
 	return syscall.S_IFREG
 }
@@ -262,6 +266,7 @@ func fillAttr(a vault.Attr, out *fuse.Attr) {
 	out.Blksize = 4096
 	out.Mode = kindMode(a.Kind) | a.Mode
 	out.Nlink = a.Nlink
+	out.Rdev = uint32(a.Rdev)
 	out.Owner = fuse.Owner{Uid: a.UID, Gid: a.GID}
 	out.SetTimes(&a.Atime, &a.Mtime, &a.Ctime)
 }
@@ -287,8 +292,24 @@ func (n *node) overlayOpen(out *fuse.Attr) {
 	}
 }
 
+// nameMax is the longest name the mount accepts, in bytes (NAME_MAX).
+const nameMax = 255
+
+// checkName answers ENAMETOOLONG for a name longer than nameMax, whether
+// or not it exists: the kernel looks a name up before chmod, unlink,
+// rename, link or a create, so Lookup answering so covers them all.
+func checkName(name string) syscall.Errno {
+	if len(name) > nameMax {
+		return syscall.ENAMETOOLONG
+	}
+	return 0
+}
+
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := checkName(name); en != 0 {
+		return nil, en
+	}
 	if en := n.fsys.settle(ctx); en != 0 {
 		return nil, en
 	}
@@ -393,6 +414,9 @@ func (n *node) Access(context.Context, uint32) syscall.Errno {
 
 func (n *node) create(ctx context.Context, name string, spec vault.NodeSpec, out *fuse.EntryOut) (*fs.Inode, vault.Attr, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := checkName(name); en != 0 {
+		return nil, vault.Attr{}, en
+	}
 	if n.fsys.readonly {
 		return nil, vault.Attr{}, syscall.EROFS
 	}
@@ -431,15 +455,22 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 		kind = vault.KindFifo // the kernel carries the data: opens never reach us
 	case syscall.S_IFSOCK:
 		kind = vault.KindSocket // bind(2) of a Unix socket makes one
+	case syscall.S_IFCHR:
+		kind = vault.KindCharDev // kept as its number: the mount is nodev, so it opens nothing
+	case syscall.S_IFBLK:
+		kind = vault.KindBlockDev
 	default:
-		return nil, syscall.EPERM // devices have no place in a vault
+		return nil, syscall.EINVAL
 	}
-	ch, _, en := n.create(ctx, name, vault.NodeSpec{Kind: kind, Mode: mode & 0o7777}, out)
+	ch, _, en := n.create(ctx, name, vault.NodeSpec{Kind: kind, Mode: mode & 0o7777, Rdev: uint64(dev)}, out)
 	return ch, en
 }
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := checkName(name); en != 0 {
+		return nil, nil, 0, en
+	}
 	spec := vault.NodeSpec{Kind: vault.KindFile, Mode: mode & 0o7777}
 	if n.lazyCreate(ctx, name) {
 		return n.createPending(ctx, name, flags, spec, out)
@@ -514,6 +545,9 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := checkName(name); en != 0 {
+		return nil, en
+	}
 	if n.fsys.readonly {
 		return nil, syscall.EROFS
 	}
@@ -557,6 +591,9 @@ func (n *node) detachChild(ctx context.Context, name string) {
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := checkName(name); en != 0 {
+		return en
+	}
 	if n.fsys.readonly {
 		return syscall.EROFS
 	}
@@ -569,6 +606,9 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := checkName(name); en != 0 {
+		return en
+	}
 	if n.fsys.readonly {
 		return syscall.EROFS
 	}
@@ -580,6 +620,9 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
+	if en := max(checkName(name), checkName(newName)); en != 0 {
+		return en
+	}
 	if n.fsys.readonly {
 		return syscall.EROFS
 	}

@@ -192,6 +192,9 @@ func (s *Session) serve() error {
 		NegativeTimeout: &negative,
 		UID:             uint32(os.Getuid()),
 		GID:             uint32(os.Getgid()),
+		// A stored mode of 0 is reported as 0, not as 0644/0755, so the
+		// kernel's default_permissions refuses a chmod 000 file to its owner.
+		NullPermissions: true,
 	}
 	server, err := fs.Mount(s.dir, root, fo)
 	if err != nil {

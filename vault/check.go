@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"strconv"
 
 	"avfs/wire"
 )
@@ -132,6 +133,13 @@ func (v *Vault) Check(ctx context.Context) (CheckReport, error) {
 			case KindFifo, KindSocket:
 				if in.size != 0 || len(in.chunks) != 0 || in.target != "" {
 					add("size", fmt.Sprintf("%s has content", in.kind), in.ino)
+				}
+			case KindCharDev, KindBlockDev:
+				if in.size != 0 || len(in.chunks) != 0 {
+					add("size", fmt.Sprintf("%s has content", in.kind), in.ino)
+				}
+				if _, err := strconv.ParseUint(in.target, 10, 64); err != nil {
+					add("kind", fmt.Sprintf("%s has no device number (%q)", in.kind, in.target), in.ino)
 				}
 			case KindDir:
 			default:

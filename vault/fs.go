@@ -95,6 +95,7 @@ type NodeSpec struct {
 	UID    uint32
 	GID    uint32
 	Target string // symlink target
+	Rdev   uint64 // device number of a chardev or blockdev node
 	// Ino, when not 0, is the node's number, from ReserveIno.
 	Ino uint64
 	// Time, when not zero, is the node's creation time (its mtime, ctime
@@ -106,9 +107,12 @@ type NodeSpec struct {
 // named name in parent.
 func (v *Vault) Mknod(ctx context.Context, parent uint64, name string, spec NodeSpec) (Attr, error) {
 	var a Attr
-	op := map[Kind]string{KindFile: "create", KindDir: "mkdir", KindSymlink: "symlink", KindFifo: "mkfifo", KindSocket: "mksock"}[spec.Kind]
+	op := map[Kind]string{KindFile: "create", KindDir: "mkdir", KindSymlink: "symlink", KindFifo: "mkfifo", KindSocket: "mksock", KindCharDev: "mknod", KindBlockDev: "mknod"}[spec.Kind]
 	if op == "" {
 		return a, wire.Errorf(wire.CodeInvalidInput, "mknod: unsupported kind %d", spec.Kind)
+	}
+	if spec.Kind.Device() {
+		spec.Target = rdevTarget(spec.Rdev)
 	}
 	err := v.update(ctx, op, func(t *txn) error {
 		dir, err := t.dirInode(int64(parent))
@@ -123,6 +127,9 @@ func (v *Vault) Mknod(ctx context.Context, parent uint64, name string, spec Node
 		details := map[string]any{"mode": in.mode}
 		if spec.Kind == KindSymlink {
 			details["target"] = spec.Target
+		}
+		if spec.Kind.Device() {
+			details["kind"], details["rdev"] = spec.Kind.String(), spec.Rdev
 		}
 		t.audit(op, p, details)
 		a = in.attr()

@@ -20,15 +20,19 @@ type TransferResult struct {
 	Files    int64 `json:"files"`
 	Dirs     int64 `json:"dirs"`
 	Symlinks int64 `json:"symlinks"`
-	Special  int64 `json:"special"` // named pipes and Unix socket nodes
+	Special  int64 `json:"special"` // named pipes, Unix socket nodes and device nodes
 	Bytes    int64 `json:"bytes"`
+	// SkippedDevices counts device nodes an export could not make: only
+	// a privileged process may mknod(2) them on the host.
+	SkippedDevices int64 `json:"skipped_devices,omitempty"`
 }
 
 // Import copies the host file or tree at hostPath to vaultPath in one
 // transaction, keeping modes, symlinks (as links, never followed), mtimes
 // and hard links (among the names imported). Existing vault files are
 // replaced; directories are merged.
-// Named pipes and Unix socket nodes are kept as such; devices are skipped.
+// Named pipes, Unix socket nodes and character and block device nodes are
+// kept as such (a device node as its number: a mount opens nothing of it).
 //
 // hostPath's parent is followed as given; hostPath itself and everything
 // beneath it are not: each entry is read relative to its directory's fd
@@ -146,8 +150,17 @@ func (im *importer) entry(dirfd int, name, hp, vp string, fi hostInfo) error {
 			return err
 		}
 		res.Special++
+	case fi.Mode()&fs.ModeDevice != 0:
+		kind := KindBlockDev
+		if fi.Mode()&fs.ModeCharDevice != 0 {
+			kind = KindCharDev
+		}
+		if in, err = v.replaceNode(t, vp, kind, mode, rdevTarget(uint64(fi.st.Rdev))); err != nil {
+			return err
+		}
+		res.Special++
 	default:
-		return nil // devices have no place in a vault
+		return nil // nothing else has a place in a vault
 	}
 	in.mtime = fi.ModTime().UnixNano()
 	in.atime = time.Unix(fi.st.Atim.Unix()).UnixNano()
@@ -344,6 +357,27 @@ func (v *Vault) ExportWith(ctx context.Context, vaultPath, hostPath string, opt 
 					typ = unix.S_IFSOCK // a node without a socket, as a socket leaves behind
 				}
 				dirfd, name, err := d.place(rel, func(dirfd int, name string) error { return unix.Mknodat(dirfd, name, typ|0o600, 0) })
+				if err != nil {
+					return err
+				}
+				if err := chmodAt(dirfd, name, mode); err != nil {
+					return d.fail(rel, err)
+				}
+				if err := lutimesAt(dirfd, name, e.Atime, e.Mtime); err != nil {
+					return d.fail(rel, err)
+				}
+				res.Special++
+				return nil
+			case KindCharDev, KindBlockDev:
+				typ := uint32(unix.S_IFBLK)
+				if e.Kind == KindCharDev {
+					typ = unix.S_IFCHR
+				}
+				dirfd, name, err := d.place(rel, func(dirfd int, name string) error { return unix.Mknodat(dirfd, name, typ|0o600, int(e.Rdev)) })
+				if errors.Is(err, unix.EPERM) {
+					res.SkippedDevices++ // only a privileged process makes device nodes
+					return nil
+				}
 				if err != nil {
 					return err
 				}

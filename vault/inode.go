@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,9 +28,14 @@ const (
 	// carries their data. A socket node outlives its socket as on disk.
 	KindFifo   Kind = 4
 	KindSocket Kind = 5
+	// A character or block device node is only its number (Attr.Rdev,
+	// kept in the inode's target column as a decimal string): a mount is
+	// nodev, so it opens nothing, and it has no content.
+	KindCharDev  Kind = 6
+	KindBlockDev Kind = 7
 )
 
-// String returns "file", "dir", "symlink", "fifo" or "socket".
+// String returns "file", "dir", "symlink", "fifo", "socket", "chardev" or "blockdev".
 func (k Kind) String() string {
 	switch k {
 	case KindFile:
@@ -42,12 +48,22 @@ func (k Kind) String() string {
 		return "fifo"
 	case KindSocket:
 		return "socket"
+	case KindCharDev:
+		return "chardev"
+	case KindBlockDev:
+		return "blockdev"
 	}
 	return "unknown"
 }
 
 // special is true for the kinds that have neither content nor entries.
-func (k Kind) special() bool { return k == KindFifo || k == KindSocket }
+func (k Kind) special() bool { return k == KindFifo || k == KindSocket || k.Device() }
+
+// Device is true for character and block device nodes.
+func (k Kind) Device() bool { return k == KindCharDev || k == KindBlockDev }
+
+// rdevTarget is how a device number is kept in the target column.
+func rdevTarget(rdev uint64) string { return strconv.FormatUint(rdev, 10) }
 
 // MarshalText makes kinds strings on the wire.
 func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
@@ -55,7 +71,7 @@ func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 // UnmarshalText reads a kind MarshalText wrote (a client of avfs serve
 // reads the documents the daemon answers); an unknown name is an error.
 func (k *Kind) UnmarshalText(b []byte) error {
-	for _, c := range []Kind{KindFile, KindDir, KindSymlink, KindFifo, KindSocket} {
+	for _, c := range []Kind{KindFile, KindDir, KindSymlink, KindFifo, KindSocket, KindCharDev, KindBlockDev} {
 		if c.String() == string(b) {
 			*k = c
 			return nil
@@ -77,6 +93,7 @@ type Attr struct {
 	Ctime  time.Time `json:"ctime"`
 	Atime  time.Time `json:"atime"`
 	Target string    `json:"target,omitempty"` // symlink target
+	Rdev   uint64    `json:"rdev,omitempty"`   // device number of a chardev or blockdev node
 }
 
 // FileMode returns the attributes as an os.FileMode.
@@ -100,6 +117,10 @@ func (a Attr) FileMode() os.FileMode {
 		m |= os.ModeNamedPipe
 	case KindSocket:
 		m |= os.ModeSocket
+	case KindCharDev:
+		m |= os.ModeDevice | os.ModeCharDevice
+	case KindBlockDev:
+		m |= os.ModeDevice
 	}
 	return m
 }
@@ -128,8 +149,13 @@ type inode struct {
 }
 
 func (in *inode) attr() Attr {
-	return Attr{Ino: uint64(in.ino), Kind: in.kind, Mode: in.mode, UID: in.uid, GID: in.gid, Size: in.size,
+	a := Attr{Ino: uint64(in.ino), Kind: in.kind, Mode: in.mode, UID: in.uid, GID: in.gid, Size: in.size,
 		Nlink: uint32(in.nlink), Mtime: time.Unix(0, in.mtime), Ctime: time.Unix(0, in.ctime), Atime: time.Unix(0, in.atime), Target: in.target}
+	if in.kind.Device() {
+		a.Rdev, _ = strconv.ParseUint(in.target, 10, 64)
+		a.Target = ""
+	}
+	return a
 }
 
 const inodeCols = "ino, gen_from, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks, xattrs"

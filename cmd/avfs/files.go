@@ -433,10 +433,15 @@ func longLine(en vault.Entry) string {
 }
 
 // specialCount is ", N special files" for a transfer that moved named
-// pipes or socket nodes, else "".
+// pipes, socket or device nodes, else "", and says how many device nodes
+// an export skipped (an unprivileged user cannot make them).
 func specialCount(res vault.TransferResult) string {
-	if res.Special == 0 {
-		return ""
+	s := ""
+	if res.Special != 0 {
+		s = fmt.Sprintf(", %d special files", res.Special)
 	}
-	return fmt.Sprintf(", %d special files", res.Special)
+	if res.SkippedDevices != 0 {
+		s += fmt.Sprintf(", %d device nodes skipped (making them needs root)", res.SkippedDevices)
+	}
+	return s
 }

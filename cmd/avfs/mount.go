@@ -66,6 +66,7 @@ func mountCommand(e *env) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "readonly", Usage: "refuse every change (several read-only mounts may share a vault with one writer)"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request on stderr"},
+			&cli.BoolFlag{Name: "allow-other", Usage: "let other users' processes reach the mount, as its modes allow (a non-root user needs user_allow_other in /etc/fuse.conf)"},
 			// proxy exec's private mount: what still uses it when it stops
 			// is left over from the run (its avfs was killed) and is ended.
 		},
@@ -82,9 +83,10 @@ func mountCommand(e *env) *cli.Command {
 			serveProcs()
 			return e.withNamed(c, name, func(v *vault.Vault) error {
 				sess, err := mount.Mount(c.Context, v, dir, mount.Options{
-					ReadOnly: c.Bool("readonly"),
-					FsName:   "avfs:" + name,
-					Debug:    c.Bool("debug"),
+					ReadOnly:   c.Bool("readonly"),
+					FsName:     "avfs:" + name,
+					Debug:      c.Bool("debug"),
+					AllowOther: c.Bool("allow-other"),
 				})
 				if err != nil {
 					return err

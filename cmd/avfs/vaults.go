@@ -103,6 +103,10 @@ func modeString(kind vault.Kind, mode uint32) string {
 		b[0] = 'p'
 	case vault.KindSocket:
 		b[0] = 's'
+	case vault.KindCharDev:
+		b[0] = 'c'
+	case vault.KindBlockDev:
+		b[0] = 'b'
 	default:
 		b[0] = '-'
 	}
