@@ -38,6 +38,22 @@ var globalFlags = map[string]bool{"vault": true, "json": false} // name -> takes
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	app := newApp(e)
+	if n := len(args); n > 1 && args[n-1] == "--generate-bash-completion" {
+		if n > 2 && strings.HasPrefix(args[n-2], "-") {
+			// A shell completes a flag: urfave/cli fails on the partial
+			// flag, so the candidates are the flags of the command named.
+			completeFlags(e.stdout, app, args[1:n-2], args[n-2])
+			return wire.ExitOK
+		}
+		// A "--" typed earlier is no terminator here (urfave/cli panics on it).
+		kept := args[:0:0]
+		for _, a := range args {
+			if a != "--" {
+				kept = append(kept, a)
+			}
+		}
+		args = kept
+	}
 	args = normalizeArgs(app, args)
 	// Global flags are read before the app runs so that an error presented
 	// for a usage problem still honours --json.
@@ -67,8 +83,7 @@ func newApp(e *env) *cli.App {
 		Name:                 "avfs",
 		Usage:                "run agent commands under policy in checkpointed SQLite vaults",
 		Version:              version,
-		HideHelpCommand:      true,
-		EnableBashCompletion: false,
+		EnableBashCompletion: true,
 		Reader:               e.stdin,
 		Writer:               e.stdout,
 		ErrWriter:            e.stderr,
@@ -96,6 +111,37 @@ func newApp(e *env) *cli.App {
 	}
 	setUsageErrors(app.Commands)
 	return app
+}
+
+// completeFlags prints the flags of the command that words name (the
+// application's own flags when they name none) that begin with prefix.
+func completeFlags(w io.Writer, app *cli.App, words []string, prefix string) {
+	flags := app.Flags
+	cmds := app.Commands
+	for _, word := range words {
+		if strings.HasPrefix(word, "-") {
+			continue
+		}
+		c := findCommand(cmds, word)
+		if c == nil {
+			break
+		}
+		flags, cmds = append(c.Flags, app.Flags...), c.Subcommands
+	}
+	for _, f := range flags {
+		if vf, ok := f.(cli.VisibleFlag); ok && !vf.IsVisible() {
+			continue
+		}
+		for _, name := range f.Names() {
+			dashed := "--" + name
+			if len(name) == 1 {
+				dashed = "-" + name
+			}
+			if strings.HasPrefix(dashed, prefix) {
+				fmt.Fprintln(w, dashed)
+			}
+		}
+	}
 }
 
 // setUsageErrors makes flag errors of every command usage errors (exit 2).
