@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		args = kept
 	}
-	args = normalizeArgs(app, args)
+	args = lsHumanFlag(normalizeArgs(app, args))
 	// Global flags are read before the app runs so that an error presented
 	// for a usage problem still honours --json.
 	for _, a := range args[1:] {
@@ -80,13 +80,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func newApp(e *env) *cli.App {
 	app := &cli.App{
-		Name:                 "avfs",
-		Usage:                "run agent commands under policy in checkpointed SQLite vaults",
-		Version:              version,
-		EnableBashCompletion: true,
-		Reader:               e.stdin,
-		Writer:               e.stdout,
-		ErrWriter:            e.stderr,
+		Name:                   "avfs",
+		Usage:                  "run agent commands under policy in checkpointed SQLite vaults",
+		Version:                version,
+		EnableBashCompletion:   true,
+		UseShortOptionHandling: true,
+		Reader:                 e.stdin,
+		Writer:                 e.stdout,
+		ErrWriter:              e.stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "vault", Usage: "vault `NAME` (default: the current vault, else \"default\")", EnvVars: []string{"AVFS_VAULT"}},
 			&cli.BoolFlag{Name: "json", Usage: "print exactly one JSON document on stdout"},
@@ -147,6 +148,7 @@ func completeFlags(w io.Writer, app *cli.App, words []string, prefix string) {
 // setUsageErrors makes flag errors of every command usage errors (exit 2).
 func setUsageErrors(cmds []*cli.Command) {
 	for _, c := range cmds {
+		c.UseShortOptionHandling = true // ls -la is ls -l -a
 		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
 			return wire.Errorf(wire.CodeUsage, "%s", err)
 		}
