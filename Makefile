@@ -7,7 +7,12 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 TAGS    := urfave_cli_no_docs
 PKGS    := ./...
 
-.PHONY: all build test test-go test-python test-rego test-corpus lint bench deps clean
+# man regenerates the manual page from the commands (urfave/cli's generator,
+# left out of the shipped binary, which prints this file: `avfs man`).
+man:
+	$(GO) run ./cmd/avfs man > cmd/avfs/avfs.1.tmp && mv cmd/avfs/avfs.1.tmp cmd/avfs/avfs.1
+
+.PHONY: man all build test test-go test-python test-rego test-corpus lint bench deps clean
 
 all: build
 

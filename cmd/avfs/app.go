@@ -38,7 +38,23 @@ var globalFlags = map[string]bool{"vault": true, "json": false} // name -> takes
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	app := newApp(e)
-	args = normalizeArgs(app, args)
+	if n := len(args); n > 1 && args[n-1] == "--generate-bash-completion" {
+		if n > 2 && strings.HasPrefix(args[n-2], "-") {
+			// A shell completes a flag: urfave/cli fails on the partial
+			// flag, so the candidates are the flags of the command named.
+			completeFlags(e.stdout, app, args[1:n-2], args[n-2])
+			return wire.ExitOK
+		}
+		// A "--" typed earlier is no terminator here (urfave/cli panics on it).
+		kept := args[:0:0]
+		for _, a := range args {
+			if a != "--" {
+				kept = append(kept, a)
+			}
+		}
+		args = kept
+	}
+	args = lsHumanFlag(normalizeArgs(app, args))
 	// Global flags are read before the app runs so that an error presented
 	// for a usage problem still honours --json.
 	for _, a := range args[1:] {
@@ -64,14 +80,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func newApp(e *env) *cli.App {
 	app := &cli.App{
-		Name:                 "avfs",
-		Usage:                "run agent commands under policy in checkpointed SQLite vaults",
-		Version:              version,
-		HideHelpCommand:      true,
-		EnableBashCompletion: false,
-		Reader:               e.stdin,
-		Writer:               e.stdout,
-		ErrWriter:            e.stderr,
+		Name:                   "avfs",
+		Usage:                  "run agent commands under policy in checkpointed SQLite vaults",
+		Version:                version,
+		EnableBashCompletion:   true,
+		UseShortOptionHandling: true,
+		Reader:                 e.stdin,
+		Writer:                 e.stdout,
+		ErrWriter:              e.stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "vault", Usage: "vault `NAME` (default: the current vault, else \"default\")", EnvVars: []string{"AVFS_VAULT"}},
 			&cli.BoolFlag{Name: "json", Usage: "print exactly one JSON document on stdout"},
@@ -98,9 +114,41 @@ func newApp(e *env) *cli.App {
 	return app
 }
 
+// completeFlags prints the flags of the command that words name (the
+// application's own flags when they name none) that begin with prefix.
+func completeFlags(w io.Writer, app *cli.App, words []string, prefix string) {
+	flags := app.Flags
+	cmds := app.Commands
+	for _, word := range words {
+		if strings.HasPrefix(word, "-") {
+			continue
+		}
+		c := findCommand(cmds, word)
+		if c == nil {
+			break
+		}
+		flags, cmds = append(c.Flags, app.Flags...), c.Subcommands
+	}
+	for _, f := range flags {
+		if vf, ok := f.(cli.VisibleFlag); ok && !vf.IsVisible() {
+			continue
+		}
+		for _, name := range f.Names() {
+			dashed := "--" + name
+			if len(name) == 1 {
+				dashed = "-" + name
+			}
+			if strings.HasPrefix(dashed, prefix) {
+				fmt.Fprintln(w, dashed)
+			}
+		}
+	}
+}
+
 // setUsageErrors makes flag errors of every command usage errors (exit 2).
 func setUsageErrors(cmds []*cli.Command) {
 	for _, c := range cmds {
+		c.UseShortOptionHandling = true // ls -la is ls -l -a
 		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
 			return wire.Errorf(wire.CodeUsage, "%s", err)
 		}

@@ -105,3 +105,39 @@ func flagTakesValue(c *cli.Command, name string) bool {
 	}
 	return false
 }
+
+// lsHumanFlag rewrites the -h of `avfs ls` (alone or combined, as in -lah)
+// into --human-readable: urfave/cli reads any -h as a request for help.
+// args are normalized: global flags, then the command, then its flags.
+func lsHumanFlag(args []string) []string {
+	i := 1
+	for i < len(args) {
+		name, inline, ok := flagName(args[i])
+		if !ok {
+			break
+		}
+		if takesValue := globalFlags[name]; takesValue && !inline {
+			i++
+		}
+		i++
+	}
+	if i >= len(args) || args[i] != "ls" {
+		return args
+	}
+	out := append([]string{}, args[:i+1]...)
+	for j := i + 1; j < len(args); j++ {
+		a := args[j]
+		if a == "--" {
+			return append(out, args[j:]...)
+		}
+		if len(a) > 1 && a[0] == '-' && a[1] != '-' && !strings.Contains(a, "=") && strings.Contains(a, "h") {
+			if rest := strings.ReplaceAll(a[1:], "h", ""); rest != "" {
+				out = append(out, "-"+rest)
+			}
+			out = append(out, "--human-readable")
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}

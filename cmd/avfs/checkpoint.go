@@ -26,6 +26,7 @@ type diffResult struct {
 func checkpointCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "checkpoint",
+		Aliases:   []string{"snapshot"},
 		Usage:     "save, list, restore, delete and compare checkpoints of the vault",
 		UsageText: "avfs checkpoint COMMAND [options]\n\nexample: avfs checkpoint save before-refactor -m \"clean tree\"",
 		Subcommands: []*cli.Command{

@@ -307,10 +307,10 @@ func TestVaultLifecycle(t *testing.T) {
 		t.Fatalf("vault list table: %s", r.stdout)
 	}
 
-	a.ok("vault", "delete", "work")
+	a.ok("vault", "delete", "work", "--yes")
 	a.fail(1, "vault_not_found", "vault", "info", "work")
 	a.fail(1, "vault_not_found", "vault", "use", "work")
-	a.fail(1, "vault_not_found", "vault", "delete", "work")
+	a.fail(1, "vault_not_found", "vault", "delete", "work", "-y")
 	// The current vault was deleted: back to default.
 	a.into(&l, "vault", "list")
 	equal(t, "current after deleting it", l.Current, "default")
@@ -318,15 +318,15 @@ func TestVaultLifecycle(t *testing.T) {
 
 func TestVaultDeleteWithForks(t *testing.T) {
 	for _, args := range [][]string{
-		{"vault", "delete", "v2", "--force"},
-		{"vault", "delete", "--force", "v2"},
+		{"vault", "delete", "v2", "--force", "--yes"},
+		{"vault", "delete", "--force", "-y", "v2"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			a := newAVFS(t)
 			a.ok("vault", "create", "v2")
 			a.write("parent data", "--vault", "v2", "/f")
 			a.ok("vault", "fork", "v2", "child")
-			eo := a.fail(1, "vault_has_forks", "vault", "delete", "v2")
+			eo := a.fail(1, "vault_has_forks", "vault", "delete", "v2", "--yes")
 			if fmt.Sprint(eo["forks"]) != "[child]" {
 				t.Fatalf("forks in error details: %v", eo)
 			}
@@ -375,7 +375,7 @@ func TestForkIsolationAndDetach(t *testing.T) {
 		t.Fatalf("detached fork still has a parent")
 	}
 	equal(t, "parent forks after detach", len(a.info("base").Forks), 0)
-	a.ok("vault", "delete", "base") // no forks left: no --force needed
+	a.ok("vault", "delete", "base", "--yes") // no forks left: no --force needed
 	equal(t, "fork content after parent deleted", a.cat("--vault", "fork1", "/shared.txt"), "changed in fork")
 	a.ok("vault", "check", "fork1")
 	a.ok("gc", "--vault", "fork1")
@@ -394,11 +394,11 @@ func TestForkChain(t *testing.T) {
 	// Deleting a fork releases its parent.
 	a.ok("vault", "fork", "default", "tmp")
 	equal(t, "forks of default", len(a.info("default").Forks), 2)
-	a.ok("vault", "delete", "tmp")
+	a.ok("vault", "delete", "tmp", "--yes")
 	equal(t, "forks of default after deleting one", len(a.info("default").Forks), 1)
 	// Deleting the middle of a chain with --force detaches f2 first.
-	a.fail(1, "vault_has_forks", "vault", "delete", "f1")
-	a.ok("vault", "delete", "--force", "f1")
+	a.fail(1, "vault_has_forks", "vault", "delete", "f1", "--yes")
+	a.ok("vault", "delete", "--force", "f1", "-y")
 	equal(t, "f2 content", a.cat("--vault", "f2", "/f"), "v1")
 	equal(t, "f2 own content", a.cat("--vault", "f2", "/g"), "f2 only")
 	a.ok("vault", "check", "f2")

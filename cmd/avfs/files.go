@@ -45,9 +45,14 @@ func filesCommands(e *env) []*cli.Command {
 		{
 			Name:                   "ls",
 			Usage:                  "list a directory of the vault",
-			UsageText:              "avfs ls [-l] [PATH]\n\nexample: avfs ls -l /src",
+			UsageText:              "avfs ls [-l] [-a] [-h] [PATH]\n\nexample: avfs ls -la /src",
 			UseShortOptionHandling: true,
-			Flags:                  []cli.Flag{&cli.BoolFlag{Name: "long", Aliases: []string{"l"}, Usage: "show mode, size and modification time"}},
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "long", Aliases: []string{"l"}, Usage: "show mode, size and modification time"},
+				&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "include names that begin with a dot"},
+				// -h too, as in ls (lsHumanFlag rewrites it: urfave/cli takes -h for help)
+				&cli.BoolFlag{Name: "human-readable", Usage: "with -l, sizes as 1.5 KiB (also -h)"},
+			},
 			Action: func(c *cli.Context) error {
 				a, err := args(c, 0, 1, "[PATH]")
 				if err != nil {
@@ -62,6 +67,9 @@ func filesCommands(e *env) []*cli.Command {
 					if err != nil {
 						return err
 					}
+					if !c.Bool("all") {
+						ents = withoutDotNames(ents)
+					}
 					return e.emit(listing{Path: p, Entries: ents}, func(w io.Writer) error {
 						if !c.Bool("long") {
 							for _, en := range ents {
@@ -73,7 +81,7 @@ func filesCommands(e *env) []*cli.Command {
 						}
 						rows := make([]string, len(ents))
 						for i, en := range ents {
-							rows[i] = longLine(en)
+							rows[i] = longLine(en, c.Bool("human-readable"))
 						}
 						return table(w, "", rows)
 					})
@@ -83,8 +91,13 @@ func filesCommands(e *env) []*cli.Command {
 		{
 			Name:      "tree",
 			Usage:     "show a directory tree of the vault",
-			UsageText: "avfs tree [PATH]\n\nexample: avfs tree /src",
+			UsageText: "avfs tree [-L N] [PATH]\n\nexample: avfs tree -L 2 /src",
+			Flags:     []cli.Flag{&cli.IntFlag{Name: "level", Aliases: []string{"L"}, Usage: "descend at most `N` levels below PATH (0: no limit)"}},
 			Action: func(c *cli.Context) error {
+				level := c.Int("level")
+				if level < 0 {
+					return usageError("tree: -L needs a level of 0 or more")
+				}
 				a, err := args(c, 0, 1, "[PATH]")
 				if err != nil {
 					return err
@@ -95,8 +108,21 @@ func filesCommands(e *env) []*cli.Command {
 				}
 				return e.withVault(c, func(v *vault.Vault) error {
 					ents := []vault.Entry{}
+					root := ""
+					depth := func(q string) int {
+						rel := strings.TrimPrefix(strings.TrimPrefix(q, root), "/")
+						if rel == "" {
+							return 0
+						}
+						return strings.Count(rel, "/") + 1
+					}
 					if err := v.Walk(c.Context, p, func(en vault.Entry) error {
-						ents = append(ents, en)
+						if len(ents) == 0 {
+							root = en.Path
+						}
+						if level == 0 || depth(en.Path) <= level {
+							ents = append(ents, en)
+						}
 						return nil
 					}); err != nil {
 						return err
@@ -104,14 +130,6 @@ func filesCommands(e *env) []*cli.Command {
 					return e.emit(listing{Path: p, Entries: ents}, func(w io.Writer) error {
 						if len(ents) == 0 {
 							return nil
-						}
-						root := ents[0].Path
-						depth := func(q string) int {
-							rel := strings.TrimPrefix(strings.TrimPrefix(q, root), "/")
-							if rel == "" {
-								return 0
-							}
-							return strings.Count(rel, "/") + 1
 						}
 						for i, en := range ents {
 							name := en.Name
@@ -424,12 +442,28 @@ func filesCommands(e *env) []*cli.Command {
 }
 
 // longLine is one line of ls -l: mode, size, mtime, name [-> target].
-func longLine(en vault.Entry) string {
+func longLine(en vault.Entry, human bool) string {
 	name := en.Name
 	if en.Kind == vault.KindSymlink {
 		name += " -> " + en.Target
 	}
-	return fmt.Sprintf("%s\t%d\t%s\t%s", modeString(en.Kind, en.Mode), en.Size, en.Mtime.Local().Format(timeFmt), name)
+	size := fmt.Sprint(en.Size)
+	if human {
+		size = humanSize(en.Size)
+	}
+	return fmt.Sprintf("%s\t%s\t%s\t%s", modeString(en.Kind, en.Mode), size, en.Mtime.Local().Format(timeFmt), name)
+}
+
+// withoutDotNames drops the entries whose names begin with a dot, as ls
+// does without -a.
+func withoutDotNames(ents []vault.Entry) []vault.Entry {
+	kept := ents[:0:0]
+	for _, en := range ents {
+		if !strings.HasPrefix(en.Name, ".") {
+			kept = append(kept, en)
+		}
+	}
+	return kept
 }
 
 // specialCount is ", N special files" for a transfer that moved named

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"sort"
 
 	"github.com/urfave/cli/v2"
 
@@ -27,8 +28,13 @@ func historyCommands(e *env) []*cli.Command {
 		{
 			Name:      "log",
 			Usage:     "list the versions of a file",
-			UsageText: "avfs log PATH\n\nexample: avfs log /notes.txt",
+			UsageText: "avfs log [-n N] PATH\n\nexample: avfs log -n 5 /notes.txt",
+			Flags:     []cli.Flag{&cli.IntFlag{Name: "max-count", Aliases: []string{"n"}, Usage: "show only the newest `N` versions (0: all)"}},
 			Action: func(c *cli.Context) error {
+				limit := c.Int("max-count")
+				if limit < 0 {
+					return usageError("log: -n needs a count of 0 or more")
+				}
 				a, err := args(c, 1, 1, "PATH")
 				if err != nil {
 					return err
@@ -41,6 +47,7 @@ func historyCommands(e *env) []*cli.Command {
 					if vs == nil {
 						vs = []vault.Version{}
 					}
+					vs = newestVersions(vs, limit)
 					return e.emit(versionLog{Path: a[0], Versions: vs}, func(w io.Writer) error {
 						rows := make([]string, len(vs))
 						for i, ver := range vs {
@@ -102,4 +109,25 @@ func historyCommands(e *env) []*cli.Command {
 			},
 		},
 	}
+}
+
+// newestVersions keeps the limit versions with the highest numbers (all when
+// limit is 0), in the order vs has them.
+func newestVersions(vs []vault.Version, limit int) []vault.Version {
+	if limit == 0 || len(vs) <= limit {
+		return vs
+	}
+	nums := make([]int64, len(vs))
+	for i, v := range vs {
+		nums[i] = v.N
+	}
+	sort.Slice(nums, func(i, j int) bool { return nums[i] > nums[j] })
+	floor := nums[limit-1]
+	kept := vs[:0:0]
+	for _, v := range vs {
+		if v.N >= floor {
+			kept = append(kept, v)
+		}
+	}
+	return kept
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -77,6 +79,13 @@ func mountCommand(e *env) *cli.Command {
 			}
 			dir, err := filepath.Abs(a[0])
 			if err != nil {
+				return wire.Errorf(wire.CodeInvalidInput, "mount: %v", err)
+			}
+			// A missing DIR is made (its parent must exist) and removed
+			// again once unmounted; a DIR that was there is left as it was.
+			if err := os.Mkdir(dir, 0o755); err == nil {
+				defer os.Remove(dir)
+			} else if !errors.Is(err, fs.ErrExist) {
 				return wire.Errorf(wire.CodeInvalidInput, "mount: %v", err)
 			}
 			name := e.vaultName()

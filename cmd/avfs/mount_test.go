@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,8 +73,8 @@ func TestMountUnmountCommands(t *testing.T) {
 	}
 	a.fail(1, "vault_busy", "rm", "/hello.txt")
 	// Deleting the vault under its mount is refused, --force or not.
-	a.fail(1, "vault_busy", "vault", "delete", "default")
-	a.fail(1, "vault_busy", "vault", "delete", "default", "--force")
+	a.fail(1, "vault_busy", "vault", "delete", "default", "--yes")
+	a.fail(1, "vault_busy", "vault", "delete", "default", "--force", "--yes")
 	if got := a.cat("/hello.txt"); got != "through the mount" {
 		t.Fatalf("cat while mounted: %q", got)
 	}
@@ -174,4 +175,36 @@ func TestUnmountRefusesOtherMounts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mount makes a missing DIR and removes it once unmounted; a DIR that was
+// there stays.
+func TestMountCreatesMissingDir(t *testing.T) {
+	a := newAVFS(t)
+	for _, existed := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "mnt")
+		if existed {
+			os.Mkdir(dir, 0o755)
+		}
+		cmd := a.startMount(dir)
+		if err := os.WriteFile(filepath.Join(dir, "f.txt"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a.ok("unmount", dir)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("avfs mount exited with %v", err)
+		}
+		_, err := os.Stat(dir)
+		if existed && err != nil {
+			t.Errorf("the existing %s was removed: %v", dir, err)
+		}
+		if !existed && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the %s mount made is still there: %v", dir, err)
+		}
+	}
+	if got := a.cat("/f.txt"); got != "x" {
+		t.Errorf("written through the mount: %q", got)
+	}
+	// A missing parent is an error, and nothing is made.
+	a.fail(1, "invalid_input", "mount", filepath.Join(t.TempDir(), "no", "such"))
 }

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"avfs/wire"
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
+	"os"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -51,4 +56,28 @@ func humanSize(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// confirm asks question on the terminal and returns nil when the answer is
+// yes. Without a terminal on stdin and stderr (a script, an agent) it never
+// reads stdin: it refuses with a usage error that names --yes.
+func (e *env) confirm(question string) error {
+	in, ok := e.stdin.(*os.File)
+	errOut, ok2 := e.stderr.(*os.File)
+	if !ok || !ok2 || e.json || !isTerminal(in) || !isTerminal(errOut) {
+		return usageError("%s refused without confirmation: add --yes", strings.TrimSuffix(question, "?"))
+	}
+	fmt.Fprintf(errOut, "%s [y/N] ", question)
+	answer, _ := bufio.NewReader(in).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "y", "yes":
+		return nil
+	}
+	return wire.Errorf(wire.CodeUsage, "not confirmed; nothing was deleted")
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -63,20 +64,32 @@ func quotaCommand(e *env) *cli.Command {
 				},
 			},
 			{
-				Name:      "set",
-				Usage:     "set quotas (0 removes one); others are kept",
-				UsageText: "avfs quota set [--max-size-mb N] [--max-files N] [--max-file-size-mb N]\n\nexample: avfs quota set --max-size-mb 100",
+				Name:  "set",
+				Usage: "set quotas (0 removes one); others are kept",
+				UsageText: "avfs quota set [--max-size-mb N] [--max-files N] [--max-file-size-mb N]\n" +
+					"avfs quota set KEY VALUE [KEY VALUE ...]   (KEY: max_size_mb, max_files, max_file_size_mb)\n\n" +
+					"example: avfs quota set --max-size-mb 100\nexample: avfs quota set max_files 10000",
 				Flags: []cli.Flag{
 					&cli.Int64Flag{Name: "max-size-mb", Usage: "total size of the files in `MiB`"},
 					&cli.Int64Flag{Name: "max-files", Usage: "number of entries: files, directories, symlinks, named pipes and socket nodes"},
 					&cli.Int64Flag{Name: "max-file-size-mb", Usage: "size of one file in `MiB`"},
 				},
 				Action: func(c *cli.Context) error {
-					if _, err := args(c, 0, 0, ""); err != nil {
-						return err
+					pairs := c.Args().Slice()
+					if len(pairs)%2 != 0 {
+						return usageError("quota set: KEY VALUE pairs expected, got %q", pairs)
 					}
 					var qc vault.QuotaChange
 					set := false
+					for i := 0; i < len(pairs); i += 2 {
+						flag := strings.ReplaceAll(pairs[i], "_", "-")
+						if flag != "max-size-mb" && flag != "max-files" && flag != "max-file-size-mb" {
+							return usageError("quota set: unknown quota %q (max_size_mb, max_files, max_file_size_mb)", pairs[i])
+						}
+						if err := c.Set(flag, pairs[i+1]); err != nil {
+							return usageError("quota set: %s: %v", pairs[i], err)
+						}
+					}
 					for flag, dst := range map[string]**int64{"max-size-mb": &qc.MaxSizeMB, "max-files": &qc.MaxFiles, "max-file-size-mb": &qc.MaxFileSizeMB} {
 						if c.IsSet(flag) {
 							n := c.Int64(flag)

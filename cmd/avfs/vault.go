@@ -146,15 +146,25 @@ func vaultCommand(e *env) *cli.Command {
 				},
 			},
 			{
-				Name:      "delete",
-				Aliases:   []string{"rm"},
-				Usage:     "delete a vault (refused while it is mounted for writing or in a run, and while it has forks unless --force)",
-				UsageText: "avfs vault delete NAME [--force]\n\nexample: avfs vault delete scratch --force",
-				Flags:     []cli.Flag{&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "detach its forks first"}},
+				Name:    "delete",
+				Aliases: []string{"rm"},
+				Usage:   "delete a vault (refused while it is mounted for writing or in a run, and while it has forks unless --force)",
+				UsageText: "avfs vault delete NAME [--force] [--yes]\n\n" +
+					"On a terminal it asks before deleting; otherwise (scripts, agents) it\n" +
+					"refuses unless --yes is given.\n\nexample: avfs vault delete scratch --force --yes",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "detach its forks first"},
+					&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "delete without asking"},
+				},
 				Action: func(c *cli.Context) error {
 					a, err := args(c, 1, 1, "NAME")
 					if err != nil {
 						return err
+					}
+					if !c.Bool("yes") {
+						if err := e.confirm(fmt.Sprintf("delete vault %s and all its history?", a[0])); err != nil {
+							return err
+						}
 					}
 					if err := e.store().Delete(c.Context, a[0], c.Bool("force")); err != nil {
 						return err

@@ -134,4 +134,5 @@ func modeString(kind vault.Kind, mode uint32) string {
 }
 
 // timeFmt is how times are shown to people.
-const timeFmt = "2006-01-02 15:04:05"
+// They carry the zone: a time without one is ambiguous across machines.
+const timeFmt = "2006-01-02 15:04:05 -0700"

@@ -1,0 +1,25 @@
+package wire
+
+// FindResultKind is the kind of the `avfs find --json` document.
+const FindResultKind = "find_result"
+
+// FindResult is the JSON document of `avfs find`: the entries under Root
+// that every filter given accepts, in walk order (parents before children,
+// names sorted).
+type FindResult struct {
+	Kind    string      `json:"kind"` // FindResultKind
+	Vault   string      `json:"vault"`
+	Root    string      `json:"root"`
+	Matches []FindMatch `json:"matches"` // never null
+	Total   int         `json:"total"`   // len(Matches)
+}
+
+// FindMatch is one entry `avfs find` matched.
+type FindMatch struct {
+	Path   string `json:"path"`
+	Type   string `json:"type"` // file, dir, symlink, fifo, socket
+	Size   int64  `json:"size"`
+	Mode   string `json:"mode"`  // permission bits, octal string such as "0644"
+	Mtime  string `json:"mtime"` // RFC 3339, UTC
+	Target string `json:"target,omitempty"`
+}
