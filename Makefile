@@ -18,7 +18,7 @@ all: build
 
 build: bin/avfs
 
-bin/avfs: $(shell find . \( -name '*.go' -o -name '*.c' \) -not -path './bin/*' 2>/dev/null) go.mod go.sum $(shell find policies -type f 2>/dev/null)
+bin/avfs: $(shell find . \( -name '*.go' -o -name '*.c' \) -not -path './bin/*' 2>/dev/null) cmd/avfs/avfs.1 go.mod go.sum $(shell find policies -type f 2>/dev/null)
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o bin/avfs ./cmd/avfs
 
 # deps installs the system packages the tests and benchmarks use (FUSE tools,
