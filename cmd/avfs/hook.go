@@ -141,11 +141,7 @@ func (d *runnerDecider) Decide(ctx context.Context, cmd hooks.Command) (hooks.Ve
 				return hooks.Verdict{}, err
 			}
 			if ok {
-				v := hooks.Verdict{Decision: res.Decision, Reasons: res.Reasons, Vault: res.Vault}
-				if a := res.Approval; a != nil {
-					v.Approval = &hooks.Approval{ID: a.ID, Status: a.Status}
-				}
-				return v, nil
+				return verdictOf(res), nil
 			}
 			fmt.Fprintf(d.e.stderr, "avfs hook: %s: deciding in-process\n", note)
 		}
@@ -158,11 +154,20 @@ func (d *runnerDecider) Decide(ctx context.Context, cmd hooks.Command) (hooks.Ve
 	if err != nil {
 		return hooks.Verdict{}, err
 	}
-	v := hooks.Verdict{Decision: pc.Decision, Reasons: pc.Reasons, Vault: pc.Vault}
+	res := wire.PrecheckResult{Decision: pc.Decision, Reasons: pc.Reasons, Vault: pc.Vault}
 	if a := pc.Approval; a != nil {
+		res.Approval = &wire.PrecheckApproval{ID: a.ID, Status: a.Status}
+	}
+	return verdictOf(res), nil
+}
+
+// verdictOf is the hook's verdict of a precheck's result.
+func verdictOf(res wire.PrecheckResult) hooks.Verdict {
+	v := hooks.Verdict{Decision: res.Decision, Reasons: res.Reasons, Vault: res.Vault}
+	if a := res.Approval; a != nil {
 		v.Approval = &hooks.Approval{ID: a.ID, Status: a.Status}
 	}
-	return v, nil
+	return v
 }
 
 // setBundleFlag is the first bundle flag set on c, or "".
@@ -204,11 +209,7 @@ func forwardPrecheck(e *env) func(ctx context.Context, cmd hooks.Command) (hooks
 		if !ok {
 			return hooks.Verdict{}, fmt.Errorf("the workspace's avfs did not decide: %s", note)
 		}
-		v := hooks.Verdict{Decision: res.Decision, Reasons: res.Reasons, Vault: res.Vault}
-		if a := res.Approval; a != nil {
-			v.Approval = &hooks.Approval{ID: a.ID, Status: a.Status}
-		}
-		return v, nil
+		return verdictOf(res), nil
 	}
 }
 
