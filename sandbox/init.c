@@ -23,12 +23,24 @@
 // then that many NUL-terminated fields. fd 4 is the status pipe; launch
 // and the init write lines:
 //   "pid PID\n"              the init was cloned: its pid (in avfs's namespace), first;
+//   "prepared\n"             a prepared sandbox (the plan's "await" record) has built the
+//                            part of its view that does not depend on the run, and waits;
 //   "ready ABI\n"            the view is built, Landlock ABI ABI applied (0: none), the command starts;
 //   "error STEP OP ERRNO MSG\n" set-up step STEP (op OP) failed with ERRNO: nothing ran;
 //   "exit STATUS KILLED\n"   the command's raw wait status, and how many processes it left
 //                            that had to be ended.
 // If avfs dies, the init gets SIGKILL (PR_SET_PDEATHSIG), and with it the
 // whole PID namespace.
+//
+// A prepared sandbox (pool.go) is one whose plan ends with "await": the
+// init builds that much, says "prepared", and waits on fd 5, a Unix
+// socket, for one message whose descriptors are the rest of the plan (a
+// memfd, read like fd 3), the command's stdin, stdout and stderr, and the
+// trees to attach (open_tree clones made by avfs: "attach I PATH" moves
+// the I-th one to PATH of the view). The end of that socket without a
+// message ends the init: the prepared sandbox was not needed. Its plan
+// pivots before it waits (plan.go's prepared says why), so the rest's
+// paths are the view's own.
 
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -58,6 +70,8 @@
 
 #define PLAN_FD 3
 #define STATUS_FD 4
+#define CONTROL_FD 5
+#define MAX_TREES 4
 #define MAX_PLAN (64 << 20)
 
 // Landlock, defined here: the C library's headers may predate the ABI
@@ -66,6 +80,14 @@
 #define SYS_landlock_create_ruleset 444
 #define SYS_landlock_add_rule 445
 #define SYS_landlock_restrict_self 446
+#endif
+// move_mount, likewise (<linux/mount.h> clashes with <sys/mount.h> in some
+// C libraries).
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
 #endif
 #define LL_CREATE_RULESET_VERSION (1U << 0)
 #define LL_RULE_PATH_BENEATH 1
@@ -540,6 +562,77 @@ static int supervise(pid_t child, sigset_t *set) {
 	return 0;
 }
 
+// readall reads the whole of fd (a plan) into a new NUL-terminated buffer.
+static char *readall(int fd, size_t *len) {
+	char *buf = malloc(MAX_PLAN);
+	if (!buf) fail(ENOMEM, "plan");
+	size_t n = 0;
+	for (;;) {
+		ssize_t r = read(fd, buf + n, MAX_PLAN - 1 - n);
+		if (r < 0 && errno == EINTR) continue;
+		if (r < 0) fail(errno, "read the plan");
+		if (r == 0) break;
+		n += r;
+		if (n >= MAX_PLAN - 1) fail(E2BIG, "plan too large");
+	}
+	buf[n] = 0;
+	*len = n;
+	return buf;
+}
+
+static int trees[MAX_TREES]; // what "await" received to attach
+static int ntrees;
+
+// await is a prepared sandbox's pause: it says so and waits for the rest
+// of the plan and the run's descriptors (see the protocol above). It
+// returns the rest of the plan, or ends the init when avfs closed the
+// socket instead.
+static char *await(size_t *len) {
+	say("prepared\n");
+	int fds[4 + MAX_TREES];
+	char byte;
+	struct iovec io = {&byte, 1};
+	union {
+		char buf[CMSG_SPACE(sizeof fds)];
+		struct cmsghdr align;
+	} u;
+	struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+	ssize_t r;
+	while ((r = recvmsg(CONTROL_FD, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+	}
+	if (r == 0) _exit(0); // not needed
+	if (r < 0) fail(errno, "receive the run");
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || (m.msg_flags & MSG_CTRUNC)) fail(EINVAL, "the run came without its descriptors");
+	int n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+	if (n < 4) fail(EINVAL, "the run came without its descriptors");
+	memcpy(fds, CMSG_DATA(c), n * sizeof(int));
+	close(CONTROL_FD);
+	for (int i = 0; i < 3; i++)
+		if (dup2(fds[1 + i], i) < 0) fail(errno, "take the run's stdio");
+	for (int i = 1; i < 4; i++)
+		if (fds[i] > 2) close(fds[i]);
+	ntrees = n - 4;
+	memcpy(trees, fds + 4, ntrees * sizeof(int));
+	char *plan = readall(fds[0], len);
+	close(fds[0]);
+	return plan;
+}
+
+// do_attach moves the I-th tree await received to dst in the view, and
+// makes every mount of it nosuid and nodev, as a bind is.
+static void do_attach(const char *idx, const char *dst) {
+	int i = atoi(idx);
+	if (i < 0 || i >= ntrees) fail(EINVAL, "attach: no such tree");
+	const char *t = in(dst); // made ahead: the root is read-only by now
+	if (syscall(SYS_move_mount, trees[i], "", AT_FDCWD, t, MOVE_MOUNT_F_EMPTY_PATH) < 0) failf(errno, "attach %s", dst);
+	close(trees[i]);
+	trees[i] = -1;
+	char target[8192];
+	snprintf(target, sizeof target, "%s", t);
+	remount(target, 0, 0);
+}
+
 // next returns the next record's fields (and their count in *n), or NULL
 // at the end of the plan.
 static char **next(char **pos, char *end, int *n) {
@@ -568,19 +661,9 @@ static int need(int n, int want) {
 static int sandbox_main(void) {
 	prctl(PR_SET_PDEATHSIG, SIGKILL); // also set by launch, with the check that closes the race
 	prctl(PR_SET_DUMPABLE, 0);        // nothing in the run may ptrace its init
-	char *plan = malloc(MAX_PLAN);
-	if (!plan) fail(ENOMEM, "plan");
-	size_t len = 0;
-	for (;;) {
-		ssize_t r = read(PLAN_FD, plan + len, MAX_PLAN - 1 - len);
-		if (r < 0 && errno == EINTR) continue;
-		if (r < 0) fail(errno, "read the plan");
-		if (r == 0) break;
-		len += r;
-		if (len >= MAX_PLAN - 1) fail(E2BIG, "plan too large");
-	}
+	size_t len;
+	char *plan = readall(PLAN_FD, &len);
 	close(PLAN_FD);
-	plan[len] = 0;
 	char *pos = plan, *end = plan + len;
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) fail(errno, "make mounts private");
 	cmd_env = calloc(1, sizeof *cmd_env);
@@ -632,6 +715,11 @@ static int sandbox_main(void) {
 			cmd_env[cmd_envc] = NULL;
 		} else if (strcmp(op, "exec") == 0 && need(n, 2)) {
 			cmd_argv = f + 1;
+		} else if (strcmp(op, "await") == 0) {
+			plan = await(&len); // the rest of the plan replaces what is left
+			pos = plan, end = plan + len;
+		} else if (strcmp(op, "attach") == 0 && need(n, 3)) {
+			do_attach(f[1], f[2]);
 		} else {
 			fail(EINVAL, "unknown plan record");
 		}

@@ -3,8 +3,10 @@ package sandbox
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,8 +81,46 @@ var devFiles = []string{"null", "zero", "full", "random", "urandom", "tty"}
 // there). Everything the view holds is decided here; the init only does
 // it.
 func (s *Spec) plan() ([]byte, error) {
+	b := s.view(s.Root)
+	if b.err != nil {
+		return nil, b.err
+	}
+	b.add("bind", s.Workspace, s.WorkspaceAt, "")
+	b.seal()
+	s.command(b)
+	return b.buf.Bytes(), b.err
+}
+
+// prepared writes the records a prepared sandbox carries out ahead of its
+// run (see Pool): the view of plan without the workspace, whose mount
+// point it makes, sealed, and a wait for the rest. Sealing before the wait
+// matters: until its pivot the init's mount namespace holds a copy of
+// every host mount made before it, the FUSE mounts of runs under way
+// among them, and a copy keeps a FUSE file system alive after its
+// unmount.
+func (s *Spec) prepared(root string) *planBuilder {
+	b := s.view(root)
+	b.add("dir", s.WorkspaceAt, "0755")
+	b.seal()
+	b.add("await")
+	return b
+}
+
+// rest writes the records a prepared sandbox gets from its run: the
+// workspace, attached from the first tree sent with them, and the command.
+func (s *Spec) rest() *planBuilder {
 	var b planBuilder
-	b.add("root", s.Root)
+	b.add("attach", "0", s.WorkspaceAt)
+	s.command(&b)
+	return &b
+}
+
+// view writes the records of the part of the view that does not depend on
+// the run (a prepared sandbox builds it ahead), on a tmpfs at root: all
+// but the workspace, the command and what must come after them.
+func (s *Spec) view(root string) *planBuilder {
+	var b planBuilder
+	b.add("root", root)
 	for _, d := range SystemDirs {
 		b.system(d)
 	}
@@ -89,8 +129,9 @@ func (s *Spec) plan() ([]byte, error) {
 	for _, name := range etcFiles {
 		b.system(filepath.Join("/etc", name))
 	}
-	for name, content := range s.etcWritten() {
-		b.add("file", "/etc/"+name, "0644", content)
+	written := s.etcWritten()
+	for _, name := range slices.Sorted(maps.Keys(written)) { // in order: a prepared view is found by its plan
+		b.add("file", "/etc/"+name, "0644", written[name])
 	}
 	b.add("ro", "/etc")
 	// /dev: the harmless devices, a pts of its own, shared memory.
@@ -114,7 +155,8 @@ func (s *Spec) plan() ([]byte, error) {
 	for _, f := range s.HomeFiles {
 		rel, err := filepath.Rel(s.HostHome, f)
 		if err != nil || strings.HasPrefix(rel, "..") {
-			return nil, wire.Errorf(wire.CodeInvalidInput, "sandbox: home file %s is not in %s", f, s.HostHome)
+			b.err = wire.Errorf(wire.CodeInvalidInput, "sandbox: home file %s is not in %s", f, s.HostHome)
+			return &b
 		}
 		b.add("bind", f, filepath.Join(s.Home, rel), "ro")
 	}
@@ -124,13 +166,23 @@ func (s *Spec) plan() ([]byte, error) {
 	for _, d := range s.Toolchains {
 		b.add("bind", d, d, "ro")
 	}
-	b.add("bind", s.Workspace, s.WorkspaceAt, "")
-	b.add("ro", "/")
 	b.add("hostname", "avfs")
 	if s.Network != wire.NetworkHost {
 		b.add("lo")
 	}
+	return &b
+}
+
+// seal makes the view's root read-only and pivots into it: what the
+// host's mount table held is gone from the namespace.
+func (b *planBuilder) seal() {
+	b.add("ro", "/")
 	b.add("pivot")
+}
+
+// command writes the records that follow the view: the working
+// directory, Landlock, and the command.
+func (s *Spec) command(b *planBuilder) {
 	b.add("chdir", s.Dir)
 	net := "deny"
 	if s.Network == wire.NetworkHost {
@@ -142,7 +194,6 @@ func (s *Spec) plan() ([]byte, error) {
 		b.add("env", kv)
 	}
 	b.add(append([]string{"exec"}, s.Argv...)...)
-	return b.buf.Bytes(), b.err
 }
 
 // etcWritten are the /etc files written for the run: only its own user

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -42,6 +41,15 @@ type Process struct {
 	child  []*os.File // the init's ends, closed once it has them
 	init   *os.Process
 	state  *os.ProcessState // once Wait returned
+
+	// A prepared sandbox (see Pool) waits at its plan's "await" for the
+	// rest: what the run that takes it adds.
+	control *os.File        // our end of its fd 5, until Start sends the rest
+	spec    *Spec           // the run that took it (nil: not taken)
+	exe     string          // to build the run's sandbox afresh should this one be gone
+	root    string          // its own root directory, removed once it is gone
+	copies  []chan struct{} // closed when the copy of a stream that is not a file is drained
+	done    func()          // called once Wait has reaped the init
 }
 
 // Result is how a sandboxed command ended.
@@ -66,23 +74,15 @@ func New(exe string, spec Spec) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return start(exe, plan, spec)
+	return start(exe, plan, spec, false)
 }
 
-// start prepares the init for plan.
-func start(exe string, plan []byte, spec Spec) (*Process, error) {
-	mfd, err := unix.MemfdCreate("avfs-sandbox-plan", unix.MFD_CLOEXEC)
+// start prepares the init for plan; with control, a socket becomes its
+// fd 5, for a plan that awaits the rest (see Pool).
+func start(exe string, plan []byte, spec Spec, control bool) (*Process, error) {
+	planFile, err := memfd("avfs-sandbox-plan", plan)
 	if err != nil {
-		return nil, wire.Errorf(wire.CodeSandbox, "sandbox: memfd: %v", err)
-	}
-	planFile := os.NewFile(uintptr(mfd), "plan")
-	if _, err := planFile.Write(plan); err != nil {
-		planFile.Close()
-		return nil, wire.Errorf(wire.CodeSandbox, "sandbox: write the plan: %v", err)
-	}
-	if _, err := planFile.Seek(0, io.SeekStart); err != nil {
-		planFile.Close()
-		return nil, wire.Errorf(wire.CodeSandbox, "sandbox: write the plan: %v", err)
+		return nil, err
 	}
 	sr, sw, err := os.Pipe()
 	if err != nil {
@@ -98,10 +98,20 @@ func start(exe string, plan []byte, spec Spec) (*Process, error) {
 	if spec.Network != wire.NetworkHost {
 		net = 1
 	}
-	cmd := &exec.Cmd{
+	p := &Process{status: sr, lines: bufio.NewReader(sr), plan: planFile, child: []*os.File{planFile, sw}}
+	if control {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			p.Close()
+			return nil, wire.Errorf(wire.CodeSandbox, "sandbox: socketpair: %v", err)
+		}
+		p.control = os.NewFile(uintptr(fds[0]), "control")
+		p.child = append(p.child, os.NewFile(uintptr(fds[1]), "control"))
+	}
+	p.Cmd = &exec.Cmd{
 		Path: exe, Args: []string{"avfs-sandbox"}, Dir: "/",
 		Env:        []string{initEnv, fmt.Sprintf("%s=%d %d %d", nsEnv, spec.UID, spec.GID, net)},
-		ExtraFiles: []*os.File{planFile, sw}, // fds 3 and 4
+		ExtraFiles: p.child, // fds 3, 4 and, prepared, 5
 		SysProcAttr: &syscall.SysProcAttr{
 			// A new session: the run has no controlling terminal and
 			// avfs's terminal signals do not reach it directly.
@@ -114,14 +124,30 @@ func start(exe string, plan []byte, spec Spec) (*Process, error) {
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	return &Process{Cmd: cmd, status: sr, lines: bufio.NewReader(sr), plan: planFile, child: []*os.File{planFile, sw}}, nil
+	return p, nil
 }
 
 // Start starts the init and waits until the view is built. It must not
 // be called from a goroutine that locked its OS thread (see Pdeathsig). A failure to
 // build it is a *wire.Error with code sandbox and the step that failed;
 // nothing of the command ran then, and the init has been reaped.
+//
+// A prepared sandbox (from Pool.New) is already started: Start sends it
+// the rest of the view and the command, with Cmd's streams. Should it be
+// gone (killed while it waited), Start builds the run's sandbox afresh.
 func (p *Process) Start() error {
+	if p.spec != nil {
+		return p.resume()
+	}
+	if err := p.launch(); err != nil {
+		return err
+	}
+	return p.expect("ready")
+}
+
+// launch starts the starter, which makes the namespaces and clones the
+// init, and reaps it.
+func (p *Process) launch() error {
 	err := p.Cmd.Start()
 	for _, f := range p.child {
 		f.Close()
@@ -129,6 +155,7 @@ func (p *Process) Start() error {
 	p.child = nil
 	if err != nil {
 		p.status.Close()
+		p.closeControl()
 		werr := wire.Errorf(wire.CodeSandbox, "sandbox: start: %v", err).With("step", "clone")
 		var errno syscall.Errno
 		if errors.As(err, &errno) {
@@ -144,6 +171,7 @@ func (p *Process) Start() error {
 	if !strings.HasPrefix(line, "pid ") || perr != nil || pid <= 0 {
 		_ = p.Cmd.Wait()
 		p.status.Close()
+		p.closeControl()
 		if rest, ok := strings.CutPrefix(line, "error "); ok {
 			return setupError(strings.TrimSpace(rest))
 		}
@@ -157,27 +185,53 @@ func (p *Process) Start() error {
 		_, _ = unix.Wait4(pid, &ws, 0, nil)
 		_ = p.Cmd.Wait()
 		p.status.Close()
+		p.closeControl()
 		return wire.Errorf(wire.CodeSandbox, "sandbox: the init %d: %v", pid, err).With("step", "clone")
 	}
-	line, rerr = p.lines.ReadString('\n')
-	if abi, ok := strings.CutPrefix(line, "ready "); ok {
-		p.Landlock, _ = strconv.Atoi(strings.TrimSpace(abi))
+	return nil
+}
+
+// expect reads the init's next line, which must be word: "ready" (the
+// command starts) or "prepared" (a prepared sandbox waits). Anything else
+// is the init's failure: it is killed and reaped.
+func (p *Process) expect(word string) error {
+	_, err := p.expectOrGone(word)
+	return err
+}
+
+// expectOrGone is expect, and reports whether the init ended without a
+// word (killed from outside, say): then it did not start the command.
+func (p *Process) expectOrGone(word string) (gone bool, err error) {
+	line, rerr := p.lines.ReadString('\n')
+	if rest, ok := strings.CutPrefix(line, word); ok && (rest == "\n" || rest[0] == ' ') {
+		if word != "ready" {
+			return false, nil
+		}
+		p.Landlock, _ = strconv.Atoi(strings.TrimSpace(rest))
 		p.last = make(chan string, 1)
 		go func() {
 			line, _ := p.lines.ReadString('\n')
 			p.lastAt = time.Now()
 			p.last <- line
 		}()
-		return nil
+		return false, nil
 	}
 	// The init failed (or died): it wrote why, or nothing.
 	_ = p.init.Kill()
 	_, _ = p.Wait()
 	p.status.Close()
+	p.closeControl()
 	if rest, ok := strings.CutPrefix(line, "error "); ok {
-		return setupError(strings.TrimSpace(rest))
+		return false, setupError(strings.TrimSpace(rest))
 	}
-	return wire.Errorf(wire.CodeSandbox, "sandbox: the init ended before the view was built (%v)", rerr).With("step", "init")
+	return true, wire.Errorf(wire.CodeSandbox, "sandbox: the init ended before the view was built (%v)", rerr).With("step", "init")
+}
+
+func (p *Process) closeControl() {
+	if p.control != nil {
+		p.control.Close()
+		p.control = nil
+	}
 }
 
 // setupError reads "STEP OP ERRNO MSG".
@@ -208,6 +262,16 @@ func (p *Process) Wait() (*os.ProcessState, error) {
 	}
 	st, err := p.init.Wait()
 	_ = p.Cmd.Wait() // the starter is reaped: this waits for Cmd's copies and closes its pipes
+	for _, drained := range p.copies {
+		<-drained
+	}
+	if p.root != "" {
+		_ = os.Remove(p.root)
+	}
+	if p.done != nil {
+		p.done()
+		p.done = nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -233,12 +297,18 @@ func (p *Process) Result() Result {
 	return Result{Status: syscall.WaitStatus(st), Reported: true, Ended: ended, At: p.lastAt}
 }
 
-// Close releases what Start did not (when Start was never called).
+// Close releases what Start did not (when Start was never called); a
+// prepared sandbox that was taken but not started is ended.
 func (p *Process) Close() {
 	for _, f := range p.child {
 		f.Close()
 	}
 	p.child = nil
+	if p.init != nil && p.state == nil {
+		_ = p.init.Kill()
+		_, _ = p.Wait()
+	}
+	p.closeControl()
 	p.status.Close()
 }
 
@@ -256,7 +326,7 @@ func Probe(exe, root string, network wire.Network) error {
 	if network != wire.NetworkHost {
 		b.add("lo")
 	}
-	p, err := start(exe, b.buf.Bytes(), Spec{Network: network, UID: os.Getuid(), GID: os.Getgid()})
+	p, err := start(exe, b.buf.Bytes(), Spec{Network: network, UID: os.Getuid(), GID: os.Getgid()}, false)
 	if err != nil {
 		return err
 	}

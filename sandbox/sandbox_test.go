@@ -63,6 +63,7 @@ func runSpec(t *testing.T, spec Spec) ran {
 
 // TestView runs commands in a sandbox and checks what they can see and do.
 func TestView(t *testing.T) {
+	pool := testPool(t)
 	for _, c := range []struct {
 		name, script, stdout string
 		status               int
@@ -78,6 +79,8 @@ func TestView(t *testing.T) {
 		{"no shadow", `test -e /etc/shadow || echo absent`, "absent\n", 0},
 		{"passwd of the run", `cut -d: -f1 /etc/passwd | sort | tr '\n' ' '`, "nobody root ", 0},
 		{"private tmp", `echo x > /tmp/f && cat /tmp/f`, "x\n", 0},
+		{"workspace nosuid nodev", `awk '$5=="/workspace"{print $6}' /proc/self/mountinfo | tr , '\n' | grep -E '^no(suid|dev)$' | sort | tr '\n' ' '`, "nodev nosuid ", 0},
+		{"workspace cannot be unmounted", `umount /workspace 2>/dev/null || echo refused`, "refused\n", 0},
 		{"minimal dev", `ls /dev | tr '\n' ' '`, "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero ", 0},
 		{"no mknod", `mknod /tmp/sda b 8 0 2>/dev/null || echo refused`, "refused\n", 0},
 		{"no mount", `mkdir -p /tmp/m; mount -t tmpfs none /tmp/m 2>/dev/null || echo refused`, "refused\n", 0},
@@ -88,12 +91,21 @@ func TestView(t *testing.T) {
 		{"exit status", `exit 3`, "", 3},
 		{"not found", `exec /nonexistent`, "", 127},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			r := runSpec(t, testSpec(t, c.script))
-			if !r.res.Reported || r.res.Status.ExitStatus() != c.status || r.stdout != c.stdout {
-				t.Fatalf("got %q (stderr %q) status %d, want %q status %d", r.stdout, r.stderr, r.res.Status.ExitStatus(), c.stdout, c.status)
-			}
-		})
+		// Each case runs in a sandbox built for it, and in one prepared
+		// ahead by a pool: both must show the same.
+		for _, how := range []string{"built", "prepared"} {
+			t.Run(c.name+"/"+how, func(t *testing.T) {
+				var r ran
+				if how == "built" {
+					r = runSpec(t, testSpec(t, c.script))
+				} else {
+					r = runPrepared(t, pool, testSpec(t, c.script))
+				}
+				if !r.res.Reported || r.res.Status.ExitStatus() != c.status || r.stdout != c.stdout {
+					t.Fatalf("got %q (stderr %q) status %d, want %q status %d", r.stdout, r.stderr, r.res.Status.ExitStatus(), c.stdout, c.status)
+				}
+			})
+		}
 	}
 }
 
