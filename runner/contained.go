@@ -33,7 +33,12 @@ func (p *Proc) startSandboxed() error {
 	or, er, ow, ew, stdin := pp.outR, pp.errR, pp.stdout, pp.stderr, pp.stdin
 	spec := *p.spec.Sandbox
 	spec.Argv, spec.Env, spec.KillGrace = p.spec.Argv, p.spec.Env, p.spec.KillGrace
-	sb, err := sandbox.New(p.spec.Exe, spec)
+	var sb *sandbox.Process
+	if p.spec.Sandboxes != nil {
+		sb, err = p.spec.Sandboxes.New(spec)
+	} else {
+		sb, err = sandbox.New(p.spec.Exe, spec)
+	}
 	if err != nil {
 		closeAll(ours...)
 		return err

@@ -86,6 +86,9 @@ type Runner struct {
 	// Vaults, when set, keeps vaults open across runs (avfs serve); nil
 	// opens and closes the vault in each run.
 	Vaults *VaultCache
+	// Sandboxes, when set, prepares sandboxes ahead of the runs that take
+	// them (avfs serve, see NewSandboxPool); nil builds each for its run.
+	Sandboxes *sandbox.Pool
 }
 
 // Request is one `avfs proxy exec`.
@@ -218,6 +221,9 @@ func (r *Runner) startPolicy(ctx context.Context) func() (*engine.Policy, error)
 // on to the next. What a stage sets up is undone by the cleanups, last
 // first, whatever happened.
 func (r *Runner) exec(ctx context.Context, req Request, out *wire.Envelope) int {
+	if r.Sandboxes != nil {
+		defer r.Sandboxes.Busy()() // after release: nothing is prepared while a run is under way
+	}
 	x := &execution{r: r, req: req, out: out}
 	defer x.release(context.WithoutCancel(ctx))
 	stages := []struct {
@@ -563,7 +569,7 @@ func (x *execution) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		spec.Sandbox, spec.Exe = sb, x.r.exe()
+		spec.Sandbox, spec.Exe, spec.Sandboxes = sb, x.r.exe(), x.r.Sandboxes
 		spec.Env = x.r.environment(req, x.view, x.view.input.Workspace, x.out.ID)
 		spec.Dir = sb.Dir
 	} else {

@@ -114,7 +114,10 @@ type ProcSpec struct {
 	// DirServed and Exclude do not apply, and Exe must name this binary
 	// (which holds the sandbox's init). See startSandboxed.
 	Sandbox *sandbox.Spec
-	Exe     string
+	// Sandboxes, when set, gives the sandbox: one prepared ahead when it
+	// has one of the same view (see sandbox.Pool).
+	Sandboxes *sandbox.Pool
+	Exe       string
 }
 
 // ProcResult is how a command ended.

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"avfs/sandbox"
 	"avfs/wire"
 )
 
@@ -316,6 +317,18 @@ func (r *Runner) runRoot() (*RunDir, error) {
 		return nil, wire.Errorf(wire.CodeHostIO, "run directory: %v", err)
 	}
 	return OpenRunDir(abs)
+}
+
+// NewSandboxPool returns a pool that prepares r's sandboxes ahead (see
+// sandbox.Pool), in the directory "sandboxes" of r's run root; the caller
+// closes it. It is for a process that outlives its runs (avfs serve): a
+// one-shot run would only pay for a sandbox nobody takes.
+func (r *Runner) NewSandboxPool() (*sandbox.Pool, error) {
+	d, err := r.runRoot()
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.NewPool(r.exe(), filepath.Join(d.path, "sandboxes"), 0), nil
 }
 
 // newRun makes the directory of a run that starts now.

@@ -60,7 +60,7 @@ func (s *Server) ReloadIfChanged(ctx context.Context) bool {
 	}
 	s.reloadErr = nil
 	s.reloads.Add(1)
-	r.Vaults = s.vaults
+	r.Vaults, r.Sandboxes = s.vaults, s.sandboxes
 	s.state.Store(&state{r: r, loadedAt: time.Now()})
 	s.cfg.Log.Printf("policy reloaded: %s", bundleList(r.Policy.Bundles()))
 	return true

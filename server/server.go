@@ -65,6 +65,10 @@ type Config struct {
 	Version string        // avfs's version, for /v1/status
 	Log     *log.Logger   // reloads and shutdown (nil: discarded)
 	Hooks   HookConfig    // POST /v1/hooks/HARNESS
+	// BuildSandboxes builds every run's sandbox for it instead of
+	// preparing the next one while no run is under way (see
+	// sandbox.Pool).
+	BuildSandboxes bool
 }
 
 // Server serves one policy to many clients. Its methods are safe for
@@ -90,6 +94,10 @@ type Server struct {
 
 	// vaults stay open across runs and reloads, until Serve returns.
 	vaults *runner.VaultCache
+	// sandboxes are prepared ahead of the runs, across reloads, until
+	// Serve returns (nil: the run root could not be opened; each run
+	// builds its own and reports why).
+	sandboxes *sandbox.Pool
 }
 
 // state is one loaded policy with its runner.
@@ -120,7 +128,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if r.Policy == nil {
 		return nil, wire.Errorf(wire.CodeInternal, "serve: the loader gave no policy")
 	}
-	r.Vaults = s.vaults
+	if !cfg.BuildSandboxes { // nothing is prepared before a sandboxed run asks
+		if s.sandboxes, err = r.NewSandboxPool(); err != nil {
+			cfg.Log.Printf("sandboxes are built for each run: %v", err)
+		} else if off := s.sandboxes.Stats().Off; off != "" {
+			cfg.Log.Printf("sandboxes are built for each run: %s", off)
+		}
+	}
+	r.Vaults, r.Sandboxes = s.vaults, s.sandboxes
 	s.state.Store(&state{r: r, loadedAt: time.Now()})
 	s.listen.Store("")
 	return s, nil
@@ -164,6 +179,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	<-reloadDone
 	s.killRuns(context.Canceled)
 	s.vaults.Close()
+	if s.sandboxes != nil {
+		s.sandboxes.Close()
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
@@ -487,6 +505,10 @@ func (s *Server) Status() wire.ServeStatus {
 	if !s.reloadAt.IsZero() {
 		at := s.reloadAt.UTC()
 		out.LastReloadAt = &at
+	}
+	if s.sandboxes != nil {
+		ps := s.sandboxes.Stats()
+		out.Sandboxes = &wire.ServeSandboxes{Taken: ps.Taken, Built: ps.Built, Prepared: ps.Prepared, Failed: ps.Failed, Waiting: ps.Waiting, Off: ps.Off}
 	}
 	return out
 }

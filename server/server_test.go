@@ -679,3 +679,42 @@ func TestExecVaultKeptOpen(t *testing.T) {
 		t.Fatalf("%d vaults open after shutdown", n)
 	}
 }
+
+// TestExecPreparedSandbox: after a sandboxed run, the daemon prepares the
+// next run's sandbox while idle; that run takes it, sees the vault at
+// /workspace and its changes are the vault's. Shutdown ends what waits.
+func TestExecPreparedSandbox(t *testing.T) {
+	ts := startServer(t, nil, "")
+	status := func() wire.ServeSandboxes {
+		t.Helper()
+		_, _, b := ts.call("/v1/status", nil)
+		st := into[wire.ServeStatus](t, b)
+		if st.Sandboxes == nil {
+			t.Fatalf("no sandboxes in the status: %s", b)
+		}
+		return *st.Sandboxes
+	}
+	if st := status(); st.Off != "" {
+		t.Fatalf("the daemon prepares no sandbox here: %s", st.Off)
+	}
+	env, code, b := ts.exec(wire.ExecRequest{Shell: "echo one > f1"})
+	if code != 0 || env.Sandbox == nil || env.Sandbox.Mode != wire.SandboxNamespaces {
+		t.Fatalf("first run: %s", b)
+	}
+	for deadline := time.Now().Add(20 * time.Second); status().Waiting == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing was prepared: %+v", status())
+		}
+	}
+	env, code, b = ts.exec(wire.ExecRequest{Shell: "echo two > f2; cat f1; pwd"})
+	if code != 0 || env.Process == nil || env.Process.Stdout != "one\n/workspace\n" || len(env.Changes) != 1 || env.Changes[0].Path != "/f2" {
+		t.Fatalf("second run: %s", b)
+	}
+	if st := status(); st.Taken != 1 || st.Built != 1 {
+		t.Fatalf("sandboxes %+v", st)
+	}
+	ts.stop()
+	if ents, err := os.ReadDir(filepath.Join(ts.home, "run", "sandboxes")); err != nil || len(ents) != 0 {
+		t.Fatalf("after shutdown, the prepared roots: %v %v", ents, err)
+	}
+}

@@ -110,6 +110,21 @@ type ServeStatus struct {
 	// policy in use; absent once a reload succeeds.
 	LastReloadError *ErrorBody `json:"last_reload_error,omitempty"`
 	LastReloadAt    *time.Time `json:"last_reload_at,omitempty"`
+	// Sandboxes counts the sandboxes the daemon prepared ahead of its
+	// runs; absent when it keeps none.
+	Sandboxes *ServeSandboxes `json:"sandboxes,omitempty"`
+}
+
+// ServeSandboxes is what a daemon's pool of prepared sandboxes did since
+// the start: a run takes a prepared sandbox when one of its view is
+// waiting, and otherwise has one built for it.
+type ServeSandboxes struct {
+	Taken    int64  `json:"taken"`         // runs that took a prepared sandbox
+	Built    int64  `json:"built"`         // runs whose sandbox was built for them
+	Prepared int64  `json:"prepared"`      // sandboxes prepared
+	Failed   int64  `json:"failed"`        // preparations that failed
+	Waiting  int    `json:"waiting"`       // prepared sandboxes waiting now
+	Off      string `json:"off,omitempty"` // why none is prepared (the kernel refused open_tree)
 }
 
 // HTTPStatus is the HTTP status of an error document with code c.

@@ -21,7 +21,8 @@ func TestGoldenServe(t *testing.T) {
 		"serve_status": ServeStatus{Kind: ServeStatusKind, Version: "v1.2.3", PID: 4242, Listen: "unix:/home/alice/.avfs/run/avfs.sock",
 			StartedAt: at, UptimeMS: 61000, Bundles: []BundleInfo{{Name: "default", Revision: "avfs-default-1", Roots: []string{"avfs"}}},
 			LoadedAt: at, RunsInFlight: 2, RunsTotal: 40, Reloads: 1,
-			LastReloadError: &ErrorBody{Code: CodeBundleInvalid, Message: "load policy: bundle /etc/avfs/team: rego_parse_error"}, LastReloadAt: &at},
+			LastReloadError: &ErrorBody{Code: CodeBundleInvalid, Message: "load policy: bundle /etc/avfs/team: rego_parse_error"}, LastReloadAt: &at,
+			Sandboxes: &ServeSandboxes{Taken: 37, Built: 3, Prepared: 38, Waiting: 1}},
 		"serve_health_stale": ServeHealth{Status: "stale", Error: "load policy: bundle /etc/avfs/team: rego_parse_error"},
 		"serve_exec_request": ExecRequest{Argv: []string{"make", "test"}, Cwd: "/src", Vault: "work", TimeoutMS: ms(60000), MaxChanges: &zero,
 			Env: []string{"GOFLAGS=-mod=mod"}, WaitMS: ms(0), Sandbox: "namespaces", HostEnv: []string{"PATH=/usr/bin:/bin"}},
@@ -53,7 +54,8 @@ func TestServeOpenAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	for schema, v := range map[string]any{"ExecRequest": ExecRequest{}, "DecideRequest": DecideRequest{}, "Status": ServeStatus{}, "Health": ServeHealth{},
-		"PrecheckResult": PrecheckResult{}, "PrecheckApproval": PrecheckApproval{}, "RestoreRequest": RestoreRequest{}} {
+		"PrecheckResult": PrecheckResult{}, "PrecheckApproval": PrecheckApproval{}, "RestoreRequest": RestoreRequest{},
+		"Sandboxes": ServeSandboxes{}} {
 		var fields []string
 		rt := reflect.TypeOf(v)
 		for i := range rt.NumField() {

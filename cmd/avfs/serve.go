@@ -32,6 +32,7 @@ func serveCommand(e *env) *cli.Command {
 			&cli.StringFlag{Name: "token-file", Usage: "require \"Authorization: Bearer TOKEN\" with the token in `FILE`"},
 			&cli.DurationFlag{Name: "grace", Value: server.DefaultGrace, Usage: "on SIGTERM or SIGINT, let runs finish for `DURATION`, then interrupt them"},
 			&cli.DurationFlag{Name: "poll", Value: server.DefaultPoll, Usage: "look for changed bundle and config files every `DURATION` (0: never)"},
+			&cli.BoolFlag{Name: "prepare-sandboxes", Value: true, Usage: "while no run is under way, build the part of the next run's sandbox that does not depend on it (false: build each when its run starts)"},
 		}, bundleFlags()...),
 		Action: func(c *cli.Context) error {
 			listen := c.String("listen")
@@ -64,7 +65,7 @@ func serveCommand(e *env) *cli.Command {
 				return wire.Errorf(wire.CodeInternal, "serve: where is avfs: %v", err)
 			}
 			srv, err := server.New(c.Context, server.Config{Load: e.serveLoader(c), Poll: poll, Grace: c.Duration("grace"),
-				Token: token, Version: version, Log: logger, Hooks: server.HookConfig{Exe: exe,
+				Token: token, Version: version, Log: logger, BuildSandboxes: !c.Bool("prepare-sandboxes"), Hooks: server.HookConfig{Exe: exe,
 					Workspace: hookWorkspace(workspace.Registry{Home: e.home}), Forward: forwardPrecheck(e)}})
 			if err != nil {
 				return err
