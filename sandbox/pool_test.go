@@ -82,9 +82,9 @@ func runPrepared(t *testing.T, pool *Pool, spec Spec) ran {
 // the same view gets another prepared sandbox, never the first's.
 func TestPoolFiles(t *testing.T) {
 	pool := testPool(t)
-	var pids []string
+	var inits []int
 	for i := range 2 {
-		spec := testSpec(t, `echo $$ > /workspace/pid; cat; ls /workspace; echo err >&2`)
+		spec := testSpec(t, `touch /workspace/ran; cat; ls /workspace; echo err >&2`)
 		if err := os.WriteFile(filepath.Join(spec.Workspace, "mine"), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -103,6 +103,7 @@ func TestPoolFiles(t *testing.T) {
 		if err := p.Start(); err != nil {
 			t.Fatal(err)
 		}
+		inits = append(inits, p.Pid())
 		ow.Close()
 		ew.Close()
 		in.Close()
@@ -115,17 +116,15 @@ func TestPoolFiles(t *testing.T) {
 		if res := p.Result(); !res.Reported || res.Status.ExitStatus() != 0 {
 			t.Fatalf("run %d: %+v", i, res)
 		}
-		if out.String() != "xmine\npid\n" || errb.String() != "err\n" {
+		if out.String() != "xmine\nran\n" || errb.String() != "err\n" {
 			t.Fatalf("run %d: stdout %q stderr %q", i, out.String(), errb.String())
 		}
-		b, _ := os.ReadFile(filepath.Join(spec.Workspace, "pid"))
-		pids = append(pids, string(b))
 		if _, err := os.Stat(p.root); err == nil {
 			t.Errorf("run %d: the prepared root %s is still there", i, p.root)
 		}
 	}
-	if st := pool.Stats(); st.Taken != 2 || st.Built != 0 {
-		t.Fatalf("stats %+v", st)
+	if st := pool.Stats(); st.Taken != 2 || st.Built != 0 || inits[0] == inits[1] {
+		t.Fatalf("stats %+v, inits %v", st, inits)
 	}
 }
 
