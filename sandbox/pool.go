@@ -42,6 +42,11 @@ const (
 	DefaultPreparedViews = 4
 	// preparedKeep is how long a view nobody ran in keeps being prepared.
 	preparedKeep = 10 * time.Minute
+	// preparedWait is how long a run waits for the sandbox of its view
+	// being prepared (it started when the last run ended, a few
+	// milliseconds ago) before it builds one for itself: two sandboxes
+	// built at once slow each other down.
+	preparedWait = 250 * time.Millisecond
 )
 
 // Pool prepares sandboxes ahead of the runs that will take them: after a
@@ -56,6 +61,7 @@ const (
 type Pool struct {
 	exe, dir string
 	maxAge   time.Duration
+	wait     time.Duration // preparedWait
 
 	mu     sync.Mutex
 	views  map[string]*preparedView
@@ -73,8 +79,8 @@ type preparedView struct {
 	ready     *Process // prepared and waiting; nil when none
 	at        time.Time
 	used      time.Time // when a run last asked for this view
-	preparing bool
-	wanted    bool // to be prepared once no run is under way
+	preparing chan struct{} // closed when the preparation under way ends; nil when none is
+	wanted    bool          // to be prepared once no run is under way
 }
 
 // PoolStats counts what a Pool did.
@@ -94,7 +100,7 @@ func NewPool(exe, dir string, maxAge time.Duration) *Pool {
 	if maxAge <= 0 {
 		maxAge = DefaultPreparedAge
 	}
-	p := &Pool{exe: exe, dir: dir, maxAge: maxAge, views: map[string]*preparedView{}, stop: make(chan struct{})}
+	p := &Pool{exe: exe, dir: dir, maxAge: maxAge, wait: preparedWait, views: map[string]*preparedView{}, stop: make(chan struct{})}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		p.off = err
 	} else if fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC); err != nil {
@@ -137,6 +143,18 @@ func (p *Pool) New(spec Spec) (*Process, error) {
 		p.views[key] = v
 	}
 	v.spec, v.used = spec, now
+	if v.ready == nil && v.preparing != nil {
+		under := v.preparing
+		p.mu.Unlock()
+		t := time.NewTimer(p.wait)
+		select {
+		case <-under:
+		case <-t.C:
+		}
+		t.Stop()
+		p.mu.Lock()
+		now = time.Now()
+	}
 	taken := v.ready
 	v.ready = nil
 	if taken != nil && now.Sub(v.at) > p.maxAge {
@@ -230,14 +248,15 @@ func (p *Pool) prepareLater(key string) {
 
 // prepareLocked is prepareLater with p.mu held.
 func (p *Pool) prepareLocked(key string, v *preparedView) {
-	if p.closed || v.ready != nil || v.preparing {
+	if p.closed || v.ready != nil || v.preparing != nil {
 		return
 	}
 	if p.busy > 0 {
 		v.wanted = true
 		return
 	}
-	v.wanted, v.preparing = false, true
+	under := make(chan struct{})
+	v.wanted, v.preparing = false, under
 	spec := v.spec
 	p.wg.Add(1)
 	go func() {
@@ -245,7 +264,8 @@ func (p *Pool) prepareLocked(key string, v *preparedView) {
 		proc, err := p.prepare(spec)
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		v.preparing = false
+		defer close(under)
+		v.preparing = nil
 		if err != nil {
 			p.stats.Failed++
 			return
@@ -338,7 +358,7 @@ func (p *Pool) janitor() {
 					if v.ready != nil {
 						p.discard(v.ready)
 					}
-					if !v.preparing {
+					if v.preparing == nil {
 						delete(p.views, k)
 					}
 				case v.ready == nil:

@@ -151,6 +151,27 @@ func TestPoolHoldsNoHostMount(t *testing.T) {
 	}
 }
 
+// TestPoolWaitsForPreparation: a run that comes while its view's sandbox
+// is being prepared (the last run just ended) takes it when it is ready,
+// rather than building a second one beside it.
+func TestPoolWaitsForPreparation(t *testing.T) {
+	pool := testPool(t)
+	pool.wait = 20 * time.Second // so that the test does not depend on the machine's speed
+	spec := testSpec(t, `echo ran`)
+	key, _ := spec.viewKey()
+	pool.mu.Lock()
+	pool.views[key] = &preparedView{spec: spec, used: time.Now()}
+	pool.mu.Unlock()
+	pool.prepareLater(key)
+	r := runSpecWith(t, pool, spec)
+	if r.stdout != "ran\n" {
+		t.Fatalf("got %+v", r)
+	}
+	if st := pool.Stats(); st.Taken != 1 || st.Built != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
 // TestPoolDifferentView: a run whose view differs from what was prepared
 // (another network grant, another home file) gets a sandbox built for
 // it, which shows its own view.
