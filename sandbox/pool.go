@@ -47,6 +47,10 @@ const (
 	// milliseconds ago) before it builds one for itself: two sandboxes
 	// built at once slow each other down.
 	preparedWait = 250 * time.Millisecond
+	// preparedIdle is how long no run must have been under way before a
+	// sandbox is prepared: runs that follow each other at once would
+	// each compete with the preparation for the next.
+	preparedIdle = 50 * time.Millisecond
 )
 
 // Pool prepares sandboxes ahead of the runs that will take them: after a
@@ -62,11 +66,14 @@ type Pool struct {
 	exe, dir string
 	maxAge   time.Duration
 	wait     time.Duration // preparedWait
+	idle     time.Duration // preparedIdle
 
 	mu     sync.Mutex
 	views  map[string]*preparedView
 	closed bool
-	busy   int   // runs under way (see Busy)
+	busy   int       // runs under way (see Busy)
+	quiet  time.Time // when the last run ended
+	armed  bool      // a wake is due
 	off    error // why nothing is prepared
 	stats  PoolStats
 	wg     sync.WaitGroup // preparations and discards under way
@@ -100,7 +107,7 @@ func NewPool(exe, dir string, maxAge time.Duration) *Pool {
 	if maxAge <= 0 {
 		maxAge = DefaultPreparedAge
 	}
-	p := &Pool{exe: exe, dir: dir, maxAge: maxAge, wait: preparedWait, views: map[string]*preparedView{}, stop: make(chan struct{})}
+	p := &Pool{exe: exe, dir: dir, maxAge: maxAge, wait: preparedWait, idle: preparedIdle, views: map[string]*preparedView{}, stop: make(chan struct{})}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		p.off = err
 	} else if fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC); err != nil {
@@ -213,9 +220,9 @@ func (p *Pool) Close() {
 }
 
 // Busy marks a run under way until the function it returns is called.
-// Sandboxes are prepared only while no run is: preparing one competes
-// with the run for the CPUs and for the kernel's mount lock, which every
-// mount of either takes.
+// Sandboxes are prepared only once no run has been for preparedIdle:
+// preparing one competes with a run for the CPUs and for the kernel's
+// mount lock, which every mount of either takes.
 func (p *Pool) Busy() (release func()) {
 	p.mu.Lock()
 	p.busy++
@@ -226,13 +233,36 @@ func (p *Pool) Busy() (release func()) {
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			if p.busy--; p.busy == 0 {
-				for k, v := range p.views {
-					if v.wanted {
-						p.prepareLocked(k, v)
-					}
-				}
+				p.quiet = time.Now()
+				p.wakeLocked()
 			}
 		})
+	}
+}
+
+// wakeLocked prepares the views wanted once avfs has been quiet for
+// p.idle, or arranges to look again then. p.mu is held.
+func (p *Pool) wakeLocked() {
+	if p.busy > 0 || p.closed {
+		return
+	}
+	if left := p.idle - time.Since(p.quiet); left > 0 {
+		if p.armed {
+			return
+		}
+		p.armed = true
+		time.AfterFunc(left, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.armed = false
+			p.wakeLocked()
+		})
+		return
+	}
+	for k, v := range p.views {
+		if v.wanted {
+			p.prepareLocked(k, v)
+		}
 	}
 }
 
@@ -251,8 +281,9 @@ func (p *Pool) prepareLocked(key string, v *preparedView) {
 	if p.closed || v.ready != nil || v.preparing != nil {
 		return
 	}
-	if p.busy > 0 {
+	if p.busy > 0 || time.Since(p.quiet) < p.idle {
 		v.wanted = true
+		p.wakeLocked()
 		return
 	}
 	under := make(chan struct{})

@@ -157,6 +157,7 @@ func TestPoolHoldsNoHostMount(t *testing.T) {
 func TestPoolWaitsForPreparation(t *testing.T) {
 	pool := testPool(t)
 	pool.wait = 20 * time.Second // so that the test does not depend on the machine's speed
+	pool.idle = 0
 	spec := testSpec(t, `echo ran`)
 	key, _ := spec.viewKey()
 	pool.mu.Lock()
@@ -170,6 +171,40 @@ func TestPoolWaitsForPreparation(t *testing.T) {
 	if st := pool.Stats(); st.Taken != 1 || st.Built != 0 {
 		t.Fatalf("stats %+v", st)
 	}
+}
+
+// TestPoolPreparesWhenQuiet: nothing is prepared while a run is under
+// way, nor until avfs has been quiet for the pool's idle time.
+func TestPoolPreparesWhenQuiet(t *testing.T) {
+	pool := testPool(t)
+	pool.idle = time.Hour
+	spec := testSpec(t, `true`)
+	key, _ := spec.viewKey()
+	preparing := func() bool {
+		pool.mu.Lock()
+		defer pool.mu.Unlock()
+		return pool.views[key].preparing != nil || pool.views[key].ready != nil
+	}
+	release := pool.Busy()
+	pool.mu.Lock()
+	pool.views[key] = &preparedView{spec: spec, used: time.Now()}
+	pool.mu.Unlock()
+	pool.prepareLater(key)
+	if preparing() {
+		t.Fatal("prepared while a run was under way")
+	}
+	release()
+	if preparing() {
+		t.Fatal("prepared as soon as the run ended")
+	}
+	pool.mu.Lock()
+	pool.idle = 0
+	pool.wakeLocked()
+	pool.mu.Unlock()
+	if !preparing() {
+		t.Fatal("not prepared once quiet")
+	}
+	awaitPrepared(t, pool, spec)
 }
 
 // TestPoolDifferentView: a run whose view differs from what was prepared

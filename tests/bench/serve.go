@@ -23,110 +23,212 @@ import (
 
 func init() { register("45-serve", serveBench) }
 
-// serveBench times `proxy exec -- true` through `avfs serve` (the whole
-// client process, and the HTTP request alone) next to running `true`
-// directly, and counts /v1/decide answers per second under 8 concurrent
-// clients.
-func serveBench(ctx context.Context, cfg config) ([]section, error) {
-	home := filepath.Join(cfg.Work, "serve-home")
-	if err := os.MkdirAll(home, 0o700); err != nil {
+// daemon is an avfs serve started for a benchmark, with its own home.
+type daemon struct {
+	cmd    *exec.Cmd
+	sock   string
+	home   string
+	client *http.Client
+	logs   bytes.Buffer
+	answer []byte // the last answer of post
+}
+
+// startDaemon starts `avfs serve ARGS...` in a home of its own under
+// cfg.Work and waits until it answers.
+func startDaemon(cfg config, name string, args ...string) (*daemon, error) {
+	d := &daemon{home: filepath.Join(cfg.Work, name)}
+	if err := os.MkdirAll(d.home, 0o700); err != nil {
 		return nil, err
 	}
-	sock := filepath.Join(home, "run", "avfs.sock")
-	daemon := exec.Command(cfg.Bin, "serve")
-	daemon.Env = append(os.Environ(), "AVFS_HOME="+home)
-	var logs bytes.Buffer
-	daemon.Stderr = &logs
-	if err := daemon.Start(); err != nil {
+	d.sock = filepath.Join(d.home, "run", "avfs.sock")
+	d.cmd = exec.Command(cfg.Bin, append([]string{"serve"}, args...)...)
+	d.cmd.Env = append(os.Environ(), "AVFS_HOME="+d.home)
+	d.cmd.Stderr = &d.logs
+	if err := d.cmd.Start(); err != nil {
 		return nil, err
 	}
-	defer func() {
-		daemon.Process.Signal(syscall.SIGTERM)
-		daemon.Wait()
-	}()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	d.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", d.sock)
 	}}}
-	var answer []byte // the last answer of post
-	post := func(path, body string) error {
-		resp, err := client.Post("http://avfs"+path, "application/json", bytes.NewBufferString(body))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: HTTP %d: %s", path, resp.StatusCode, b)
-		}
-		answer = b
-		return nil
-	}
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		resp, err := client.Get("http://avfs/health")
+		resp, err := d.client.Get("http://avfs/health")
 		if err == nil {
 			resp.Body.Close()
-			break
+			return d, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("avfs serve does not answer: %s", logs.String())
+			d.stop()
+			return nil, fmt.Errorf("avfs serve does not answer: %s", d.logs.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	const runs = 30
-	direct, err := timeIt(runs, func() error { return exec.Command("true").Run() })
+}
+
+func (d *daemon) stop() {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.cmd.Wait()
+}
+
+func (d *daemon) post(path, body string) error {
+	resp, err := d.client.Post("http://avfs"+path, "application/json", bytes.NewBufferString(body))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	viaCLI, err := timeIt(runs, func() error {
-		cmd := exec.Command(cfg.Bin, "--json", "proxy", "exec", "--server", sock, "--", "true")
-		cmd.Env = append(os.Environ(), "AVFS_HOME="+home)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Run(); err != nil || stderr.Len() > 0 {
-			return fmt.Errorf("proxy exec --server: %v %s", err, stderr.String())
-		}
-		return nil
-	})
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: HTTP %d: %s", path, resp.StatusCode, b)
+	}
+	d.answer = b
+	return nil
+}
+
+// exec posts `true` to /v1/exec and adds the envelope's stages to stages.
+func (d *daemon) exec(stages map[string][]float64) error {
+	if err := d.post("/v1/exec", `{"argv":["true"]}`); err != nil {
+		return err
+	}
+	var env wire.Envelope
+	if err := json.Unmarshal(d.answer, &env); err != nil || env.Error != nil {
+		return fmt.Errorf("/v1/exec: %v %s", err, d.answer)
+	}
+	tm := env.Timing
+	for k, v := range map[string]float64{"policy": tm.PolicyMS, "checkpoint": tm.CheckpointMS, "mount": tm.MountMS,
+		"sandbox": tm.SandboxMS, "run": tm.RunMS, "summary": tm.SummaryMS, "total": tm.TotalMS} {
+		stages[k] = append(stages[k], v)
+	}
+	return nil
+}
+
+// sandboxes reads the daemon's counts of prepared sandboxes.
+func (d *daemon) sandboxes() (wire.ServeSandboxes, error) {
+	resp, err := d.client.Get("http://avfs/v1/status")
 	if err != nil {
-		return nil, err
+		return wire.ServeSandboxes{}, err
 	}
-	// Where a run's time goes: the envelope's stages (timing.*).
-	stages := map[string][]float64{}
-	viaHTTP, err := timeIt(runs, func() error {
-		if err := post("/v1/exec", `{"argv":["true"]}`); err != nil {
-			return err
-		}
-		var env wire.Envelope
-		if err := json.Unmarshal(answer, &env); err != nil || env.Error != nil {
-			return fmt.Errorf("/v1/exec: %v %s", err, answer)
-		}
-		tm := env.Timing
-		for k, v := range map[string]float64{"policy": tm.PolicyMS, "checkpoint": tm.CheckpointMS, "mount": tm.MountMS,
-			"sandbox": tm.SandboxMS, "run": tm.RunMS, "summary": tm.SummaryMS, "total": tm.TotalMS} {
-			stages[k] = append(stages[k], v)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	defer resp.Body.Close()
+	var st wire.ServeStatus
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || st.Sandboxes == nil {
+		return wire.ServeSandboxes{}, fmt.Errorf("/v1/status: %v (sandboxes %v)", err, st.Sandboxes)
 	}
+	return *st.Sandboxes, nil
+}
+
+// stageList is the median of each stage, in the envelope's order.
+func stageList(stages map[string][]float64) string {
 	var parts []string
 	for _, k := range []string{"policy", "checkpoint", "mount", "sandbox", "run", "summary", "total"} {
 		xs := stages[k]
 		sort.Float64s(xs)
 		parts = append(parts, fmt.Sprintf("%s %.2f ms", k, xs[len(xs)/2]))
 	}
+	return strings.Join(parts, ", ")
+}
+
+// agentPause is the idle time before each paced run: far shorter than
+// an agent's turn (the model thinks for seconds between commands), long
+// enough for the daemon to prepare the next sandbox.
+const agentPause = 150 * time.Millisecond
+
+// serveBench times `proxy exec -- true` through `avfs serve` (the whole
+// client process, and the HTTP request alone) next to running `true`
+// directly: runs paced as an agent's are (agentPause of idle before each,
+// not timed) and back to back, with sandboxes prepared ahead and built for
+// each run, the rows taking turns. It also counts /v1/decide answers per
+// second under 8 concurrent clients.
+func serveBench(ctx context.Context, cfg config) ([]section, error) {
+	prep, err := startDaemon(cfg, "serve-home")
+	if err != nil {
+		return nil, err
+	}
+	defer prep.stop()
+	built, err := startDaemon(cfg, "serve-home-built", "--prepare-sandboxes=false")
+	if err != nil {
+		return nil, err
+	}
+	defer built.stop()
+	const runs = 30
+	var direct, viaCLI, paced, pacedBuilt, backToBack, backBuilt []time.Duration
+	stPaced, stBuilt, stBack := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
+	timed := func(into *[]time.Duration, f func() error) error {
+		start := time.Now()
+		if err := f(); err != nil {
+			return err
+		}
+		*into = append(*into, time.Since(start))
+		return nil
+	}
+	for i := range runs + 1 {
+		keep := func(into *[]time.Duration) *[]time.Duration {
+			if i == 0 {
+				return new([]time.Duration) // warm-up
+			}
+			return into
+		}
+		if err := timed(keep(&direct), func() error { return exec.Command("true").Run() }); err != nil {
+			return nil, err
+		}
+		time.Sleep(agentPause)
+		if err := timed(keep(&viaCLI), func() error {
+			cmd := exec.Command(cfg.Bin, "--json", "proxy", "exec", "--server", prep.sock, "--", "true")
+			cmd.Env = append(os.Environ(), "AVFS_HOME="+prep.home)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err != nil || stderr.Len() > 0 {
+				return fmt.Errorf("proxy exec --server: %v %s", err, stderr.String())
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		time.Sleep(agentPause)
+		if err := timed(keep(&paced), func() error { return prep.exec(stPaced) }); err != nil {
+			return nil, err
+		}
+		time.Sleep(agentPause)
+		if err := timed(keep(&pacedBuilt), func() error { return built.exec(stBuilt) }); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range []*daemon{prep, built} {
+		time.Sleep(agentPause)
+		for i := range runs + 1 {
+			into, stages := &backToBack, stBack
+			if d == built {
+				into, stages = &backBuilt, map[string][]float64{}
+			}
+			if i == 0 {
+				into = new([]time.Duration)
+			}
+			if err := timed(into, func() error { return d.exec(stages) }); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, ds := range [][]time.Duration{direct, viaCLI, paced, pacedBuilt, backToBack, backBuilt} {
+		sortDur(ds)
+	}
+	counts, err := prep.sandboxes()
+	if err != nil {
+		return nil, err
+	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	p90 := func(ds []time.Duration) time.Duration { return ds[len(ds)*9/10] }
 	added := func(ds []time.Duration) []string {
 		return []string{fmtDur(median(ds) - median(direct)), fmtDur(p90(ds) - p90(direct))}
 	}
+	row := func(name string, ds []time.Duration) []string {
+		return append([]string{name, fmtDur(median(ds)), fmtDur(p90(ds))}, added(ds)...)
+	}
 	rows := [][]string{
 		append([]string{"`true` directly (fork and exec)", fmtDur(median(direct)), fmtDur(p90(direct))}, "", ""),
-		append([]string{"`avfs proxy exec --server SOCK -- true` (client process and the run)", fmtDur(median(viaCLI)), fmtDur(p90(viaCLI))}, added(viaCLI)...),
-		append([]string{"`POST /v1/exec {\"argv\":[\"true\"]}` (the run alone)", fmtDur(median(viaHTTP)), fmtDur(p90(viaHTTP))}, added(viaHTTP)...),
+		row("`avfs proxy exec --server SOCK -- true` (client process and the run), paced", viaCLI),
+		row("`POST /v1/exec {\"argv\":[\"true\"]}` (the run alone), paced, sandbox prepared", paced),
+		row("the same, paced, sandbox built for the run (`--prepare-sandboxes=false`)", pacedBuilt),
+		row("the same, back to back, with prepared sandboxes", backToBack),
+		row("the same, back to back, sandbox built for the run", backBuilt),
 	}
-
+	post := prep.post
 	const clients, span = 8, 2 * time.Second
 	var n, failed atomic.Int64
 	var wg sync.WaitGroup
@@ -151,12 +253,13 @@ func serveBench(ctx context.Context, cfg config) ([]section, error) {
 	return []section{
 		{
 			Title:  "avfs serve: a run through the daemon",
-			Intro:  fmt.Sprintf("`proxy exec -- true` on the default vault through `avfs serve` on its Unix socket (policy compiled once), %d runs each; added is over running `true` directly. Target: under 10 ms added.", runs),
+			Intro:  fmt.Sprintf("`proxy exec -- true` on the default vault through `avfs serve` on its Unix socket (policy compiled once), %d runs each after one to warm up, the rows taking turns; added is over running `true` directly. Paced runs come after %s of idle (not timed), as an agent's commands come between the model's turns; back-to-back runs follow each other at once (30 runs of one daemon, then of the other). Target: under 10 ms added.", runs, agentPause),
 			Header: []string{"how", "median", "p90", "added (median)", "added (p90)"},
 			Rows:   rows,
 			Notes: []string{
-				"Stages of the `POST /v1/exec` runs (median of each `timing.*` field of their envelopes: policy includes taking the open vault, checkpoint its lock, run the sandbox; total adds the clean-up): " + strings.Join(parts, ", ") + ".",
-				"The daemon keeps the compiled policy and the open vaults (runner.VaultCache) across runs, and starts each sandbox's init with vfork (the init makes its namespaces itself): a run pays for the sandbox (the view's mounts), the FUSE mount and unmount, and a few SQLite transactions (lock, mark, audit).",
+				"Stages (median of each `timing.*` field of the envelopes: policy includes taking the open vault, checkpoint its lock, run the sandbox; total adds the clean-up). Paced, prepared: " + stageList(stPaced) + ". Paced, built: " + stageList(stBuilt) + ". Back to back, prepared: " + stageList(stBack) + ".",
+				fmt.Sprintf("The prepared daemon's sandboxes: %d runs took a prepared one, %d had one built (%d prepared, %d failed).", counts.Taken, counts.Built, counts.Prepared, counts.Failed),
+				"The daemon keeps the compiled policy and the open vaults (runner.VaultCache) across runs, and starts each sandbox's init with vfork (the init makes its namespaces itself). A prepared sandbox (sandbox.Pool) has its namespaces and the run-independent part of its view (/etc, /dev, the system directories, the home: about 70 mounts) built once no run has been under way for 50 ms; its run adds the workspace (a clone of the FUSE mount moved into the view), Landlock and the command. A run then pays for the FUSE mount and unmount and a few SQLite transactions (lock, mark, audit). Back to back, no sandbox is prepared (nothing is quiet for 50 ms), so both daemons build each run's.",
 				"The client row adds an avfs process start (the package initialisers of its dependencies: OPA, protobuf, go-fuse) to the run.",
 				fmt.Sprintf("Load average when this section ran: %s.", strings.Join(strings.Fields(string(load))[:3], " ")),
 			},
