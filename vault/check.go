@@ -204,16 +204,30 @@ type GCResult struct {
 	BytesFreed int64 `json:"bytes_freed"`
 	FileBefore int64 `json:"file_size_before"`
 	FileAfter  int64 `json:"file_size_after"`
+	// ForksReleased counts the pins of forks that never completed (killed
+	// while being made) released first, FilesRemoved the temporary files
+	// of such forks removed from the vaults directory.
+	ForksReleased int64 `json:"forks_released"`
+	FilesRemoved  int64 `json:"fork_files_removed"`
 }
 
 // GC removes metadata rows that no checkpoint or fork needs and chunks that
 // nothing refers to: not the live state, checkpoints, history, or the
 // states that live forks borrow. It then truncates the WAL.
+//
+// It first releases the pins of forks that never completed and removes
+// their temporary files (recoverForks), so that what they pinned is freed;
+// forks under way in another process and completed forks keep theirs.
 func (v *Vault) GC(ctx context.Context) (GCResult, error) {
 	var res GCResult
+	rec, err := v.recoverForks(ctx)
+	res.ForksReleased, res.FilesRemoved = int64(len(rec.Released)), int64(rec.FilesRemoved)
+	if err != nil {
+		return res, fmt.Errorf("gc: %w", err)
+	}
 	before, _ := v.Info(ctx)
 	res.FileBefore = before.FileSize
-	err := v.update(ctx, "gc", func(t *txn) error {
+	err = v.update(ctx, "gc", func(t *txn) error {
 		var rowsBefore, rowsAfter int64
 		count := func(n *int64) error {
 			return t.tx.QueryRowContext(ctx, "SELECT (SELECT COUNT(*) FROM inodes) + (SELECT COUNT(*) FROM dentries)").Scan(n)

@@ -25,6 +25,8 @@ func TestMain(m *testing.M) {
 		childRestorer()
 	case "fsize":
 		childFileSizeLimit()
+	case "fork":
+		childFork()
 	}
 }
 

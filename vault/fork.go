@@ -27,6 +27,12 @@ func phase(name string) {
 // from there, and src keeps the state the fork borrows from (like a
 // checkpoint) until the fork is detached or deleted. Writes in either vault
 // never show in the other.
+//
+// The fork is built in <vaults>/.dst.UUID.tmp, which the forking process
+// holds locked (flock) from before src records the fork until the file is
+// linked to dst's name. A fork killed before that leaves its record in src
+// and its temporary file; src's next gc or delete releases and removes
+// them (recoverForks), never those of a fork under way in a live process.
 func (s *Store) Fork(ctx context.Context, src, dst string) (*Vault, error) {
 	if _, err := s.fork(ctx, src, dst); err != nil {
 		return nil, err
@@ -55,9 +61,17 @@ func (s *Store) fork(ctx context.Context, src, dst string) (Info, error) {
 	if _, err := os.Stat(path); err == nil {
 		return Info{}, wire.Errorf(wire.CodeAlreadyExists, "fork vault: %q already exists", dst).With("vault", dst)
 	}
-	uuid := newUUID()
-	dir := filepath.Dir(path)
-	tmp := filepath.Join(dir, "."+dst+"."+uuid+".tmp")
+	// The fork is built in a temporary file, locked from before the pin is
+	// committed until the file is linked into place (or the pin released)
+	// and removed: the lock proves the fork alive to recoverForks.
+	uuid, tmp, lock, err := createForkTmp(filepath.Dir(path), dst)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return Info{}, wire.Errorf(wire.CodeVaultNotFound, "fork vault: no vault %q", src).With("vault", src)
+		}
+		return Info{}, wire.Errorf(wire.CodeHostIO, "fork vault: %w", err)
+	}
+	defer lock.Close()
 	defer removeFiles(tmp)
 	// The new file and its schema do not depend on the parent: make them
 	// while the parent is opened and pinned.
@@ -185,18 +199,11 @@ type forkBuild struct {
 	err  error
 }
 
-// prepareFork creates the file tmp with the vault schema and its indexes
-// (kept during the copy rather than built after it: a sort costs more
-// fresh memory).
+// prepareFork writes into the (empty) file tmp the vault schema and its
+// indexes (kept during the copy rather than built after it: a sort costs
+// more fresh memory).
 func prepareFork(ctx context.Context, tmp string) *forkBuild {
 	b := &forkBuild{}
-	// Vault files are private, like the ones Create makes.
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		b.err = err
-		return b
-	}
-	f.Close()
 	if b.db, b.err = sql.Open("sqlite3", "file:"+tmp+"?_journal_mode=OFF&_synchronous=OFF"); b.err != nil {
 		return b
 	}

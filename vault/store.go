@@ -138,7 +138,9 @@ func (s *Store) Use(ctx context.Context, name string) error {
 }
 
 // Delete removes the vault called name. A vault with live forks is refused
-// (vault_has_forks) unless force, which detaches the forks first.
+// (vault_has_forks) unless force, which detaches the forks first. Forks
+// that never completed (killed while being made) do not count: their pins
+// are released and their temporary files removed first (recoverForks).
 func (s *Store) Delete(ctx context.Context, name string, force bool) error {
 	v, err := s.Open(ctx, name)
 	if err != nil {
@@ -147,6 +149,11 @@ func (s *Store) Delete(ctx context.Context, name string, force bool) error {
 	// Nobody may be using it: a writer mount or a run would go on writing
 	// to a file that is gone. The lock taken here keeps new ones out.
 	if err := v.claimForDelete(ctx); err != nil {
+		v.Close()
+		return fmt.Errorf("delete vault %q: %w", name, err)
+	}
+	if _, err := v.recoverForks(ctx); err != nil {
+		v.Unlock(ctx, LockMount)
 		v.Close()
 		return fmt.Errorf("delete vault %q: %w", name, err)
 	}
