@@ -190,9 +190,11 @@ func serveBench(ctx context.Context, cfg config) ([]section, error) {
 			return nil, err
 		}
 	}
-	for _, d := range []*daemon{prep, built} {
+	// Blocks of 10 runs, taking turns, so that neither daemon has the
+	// quieter part of the run.
+	for _, d := range []*daemon{prep, built, built, prep, prep, built} {
 		time.Sleep(agentPause)
-		for i := range runs + 1 {
+		for i := range runs/3 + 1 {
 			into, stages := &backToBack, stBack
 			if d == built {
 				into, stages = &backBuilt, map[string][]float64{}
@@ -253,13 +255,13 @@ func serveBench(ctx context.Context, cfg config) ([]section, error) {
 	return []section{
 		{
 			Title:  "avfs serve: a run through the daemon",
-			Intro:  fmt.Sprintf("`proxy exec -- true` on the default vault through `avfs serve` on its Unix socket (policy compiled once), %d runs each after one to warm up, the rows taking turns; added is over running `true` directly. Paced runs come after %s of idle (not timed), as an agent's commands come between the model's turns; back-to-back runs follow each other at once (30 runs of one daemon, then of the other). Target: under 10 ms added.", runs, agentPause),
+			Intro:  fmt.Sprintf("`proxy exec -- true` on the default vault through `avfs serve` on its Unix socket (policy compiled once), %d runs each after one to warm up, the rows taking turns; added is over running `true` directly. Paced runs come after %s of idle (not timed), as an agent's commands come between the model's turns; back-to-back runs follow each other at once. Target: under 10 ms added.", runs, agentPause),
 			Header: []string{"how", "median", "p90", "added (median)", "added (p90)"},
 			Rows:   rows,
 			Notes: []string{
 				"Stages (median of each `timing.*` field of the envelopes: policy includes taking the open vault, checkpoint its lock, run the sandbox; total adds the clean-up). Paced, prepared: " + stageList(stPaced) + ". Paced, built: " + stageList(stBuilt) + ". Back to back, prepared: " + stageList(stBack) + ".",
 				fmt.Sprintf("The prepared daemon's sandboxes: %d runs took a prepared one, %d had one built (%d prepared, %d failed).", counts.Taken, counts.Built, counts.Prepared, counts.Failed),
-				"The daemon keeps the compiled policy and the open vaults (runner.VaultCache) across runs, and starts each sandbox's init with vfork (the init makes its namespaces itself). A prepared sandbox (sandbox.Pool) has its namespaces and the run-independent part of its view (/etc, /dev, the system directories, the home: about 70 mounts) built once no run has been under way for 50 ms; its run adds the workspace (a clone of the FUSE mount moved into the view), Landlock and the command. A run then pays for the FUSE mount and unmount and a few SQLite transactions (lock, mark, audit). Back to back, no sandbox is prepared (nothing is quiet for 50 ms), so both daemons build each run's.",
+				"The daemon keeps the compiled policy and the open vaults (runner.VaultCache) across runs, and starts each sandbox's init with vfork (the init makes its namespaces itself). A prepared sandbox (sandbox.Pool) has its namespaces and the run-independent part of its view (/etc, /dev, the system directories, the home: about 70 mounts) built once no run has been under way for 50 ms; its run adds the workspace (a clone of the FUSE mount moved into the view), Landlock and the command. A run then pays for the FUSE mount and unmount and a few SQLite transactions (lock, mark, audit). Back to back (blocks of 10 runs, each after one to warm up, the daemons taking turns), no sandbox is prepared (nothing is quiet for 50 ms), so both daemons build each run's but the first of a block.",
 				"The client row adds an avfs process start (the package initialisers of its dependencies: OPA, protobuf, go-fuse) to the run.",
 				fmt.Sprintf("Load average when this section ran: %s.", strings.Join(strings.Fields(string(load))[:3], " ")),
 			},
