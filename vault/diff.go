@@ -257,8 +257,7 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 			// Another kind of entry under the same name (a directory
 			// replaced by a file, say): the one went, the other came.
 			out = append(out, changeOf(p, "deleted", a, nil), changeOf(p, "added", nil, b))
-		case a.ino == b.ino && a.mode == b.mode && (a.kind == KindDir ||
-			a.size == b.size && a.mtime == b.mtime && a.target == b.target && bytes.Equal(a.chunks, b.chunks)):
+		case unchanged(a, b):
 		default:
 			out = append(out, changeOf(p, "modified", a, b))
 		}
@@ -271,6 +270,17 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 		return out[i].Op == "deleted" && out[j].Op != "deleted"
 	})
 	return out, nil
+}
+
+// unchanged reports whether the entry a at a path is the same as b there:
+// the same inode with the same mode, owner and extended attributes, and,
+// unless a directory (whose entries are changes of their own), the same
+// content, size, mtime and link target.
+func unchanged(a, b *inode) bool {
+	if a.ino != b.ino || a.mode != b.mode || a.uid != b.uid || a.gid != b.gid || !bytes.Equal(a.xattrs, b.xattrs) {
+		return false
+	}
+	return a.kind == KindDir || a.size == b.size && a.mtime == b.mtime && a.target == b.target && bytes.Equal(a.chunks, b.chunks)
 }
 
 // changeOf is the change at p from inode a (nil: none) to b (nil: none).

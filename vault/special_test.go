@@ -185,3 +185,58 @@ func TestDiskFullIsENOSPC(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// A change of extended attributes or of the owner alone is a change: it
+// is listed, and a restore lists and undoes it.
+func TestChangesOfXattrsAndOwner(t *testing.T) {
+	ctx := context.Background()
+	_, v := newVault(t)
+	write(t, v, "/f", "x\n")
+	write(t, v, "/g", "y\n")
+	if _, err := v.Mkdir(ctx, "/d", 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.SaveCheckpoint(ctx, "before", ""); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := v.Mark(ctx, "attrs")
+	ino := func(p string) uint64 {
+		e, err := v.Stat(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Ino
+	}
+	if err := v.SetXattr(ctx, ino("/f"), "user.note", []byte("hi"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.SetXattr(ctx, ino("/d"), "user.note", []byte("dir"), 0); err != nil {
+		t.Fatal(err)
+	}
+	uid := uint32(4242)
+	if _, err := v.SetAttr(ctx, ino("/g"), SetAttr{UID: &uid}); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := v.ChangesSince(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range ch {
+		got = append(got, c.Op+" "+c.Path)
+	}
+	want := "modified /d,modified /f,modified /g"
+	if strings.Join(got, ",") != want {
+		t.Fatalf("changes %v, want %s", got, want)
+	}
+	res, err := v.RestoreCheckpoint(ctx, "before")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Changes) != 3 {
+		t.Fatalf("restore listed %+v", res.Changes)
+	}
+	if names, err := v.ListXattr(ctx, ino("/f")); err != nil || len(names) != 0 {
+		t.Fatalf("after restore, the xattrs of /f: %v %v", names, err)
+	}
+}
