@@ -227,11 +227,12 @@ func changedInodes(ctx context.Context, q querier, g, G int64) ([]changedIno, er
 		return nil, err
 	}
 	out := make([]changedIno, 0, len(inos))
+	paths := newPathResolver(ctx, q, live-1, live-1) // the live rows: each inode's path once, however deep
 	for _, ino := range inos {
 		c := changedIno{ino: ino}
 		if in, err := getInode(ctx, q, ino); err == nil {
 			c.kind, c.mode, c.size, c.target, c.chunks = in.kind, in.mode, in.size, in.target, in.chunks
-			c.path, _ = pathOf(ctx, q, ino)
+			c.path, _ = paths.of(ino)
 		}
 		out = append(out, c)
 	}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"path"
 	"sort"
+
+	"avfs/wire"
 )
 
 // Change is one path that differs between two states of a vault.
@@ -52,36 +54,70 @@ func rowAt(ctx context.Context, q querier, ino, g int64) (*inode, error) {
 	return in, err
 }
 
-// pathAt returns the path of ino at generation g ("" when it has none).
-func pathAt(ctx context.Context, q querier, ino, g int64) (string, error) {
-	return pathBetween(ctx, q, ino, g, g)
+// pathResolver finds the paths of inodes over one span of generations:
+// a path that names the inode at every generation from lo to hi ("" when
+// there is none; lo == hi asks for the path at that generation).
+//
+// Cost: each inode's path is its parent's path and its name, and every
+// path found is kept, so resolving all the inodes of a tree costs one
+// query per inode however deep it is; walking to the root for each would
+// cost the depth each, the square of it for a deep chain. Memory: the
+// paths kept. There is no depth limit; a directory loop (which a vault
+// never holds) is an error rather than a hang.
+type pathResolver struct {
+	ctx    context.Context
+	q      querier
+	lo, hi int64
+	known  map[int64]string
 }
 
-// pathBetween is a path that names ino at every generation from lo to hi
-// ("" when there is none).
-func pathBetween(ctx context.Context, q querier, ino, lo, hi int64) (string, error) {
-	var parts []string
-	for ino != rootIno {
+func newPathResolver(ctx context.Context, q querier, lo, hi int64) *pathResolver {
+	return &pathResolver{ctx: ctx, q: q, lo: lo, hi: hi, known: map[int64]string{rootIno: "/"}}
+}
+
+// of returns the path of ino ("" when it has none over the span).
+func (r *pathResolver) of(ino int64) (string, error) {
+	if p, ok := r.known[ino]; ok {
+		return p, nil
+	}
+	// Walk up to an inode whose path is known (the root at the latest),
+	// then set the paths of the inodes walked from the top down.
+	var chain []int64
+	var names []string
+	var seen map[int64]bool
+	base, cur := "", ino
+	for {
+		if p, ok := r.known[cur]; ok {
+			base = p
+			break
+		}
+		if seen == nil {
+			seen = map[int64]bool{}
+		}
+		if seen[cur] {
+			return "", wire.Errorf(wire.CodeInternal, "directory loop at inode %d", cur)
+		}
+		seen[cur] = true
 		var parent int64
 		var name string
-		err := q.QueryRowContext(ctx, "SELECT parent, name FROM dentries WHERE ino = ? AND gen_from <= ? AND gen_to > ? ORDER BY parent, name LIMIT 1", ino, lo, hi).Scan(&parent, &name)
+		err := r.q.QueryRowContext(r.ctx, "SELECT parent, name FROM dentries WHERE ino = ? AND gen_from <= ? AND gen_to > ? ORDER BY parent, name LIMIT 1", cur, r.lo, r.hi).Scan(&parent, &name)
 		if errors.Is(err, sql.ErrNoRows) {
-			return "", nil
+			r.known[cur] = ""
+			break // base "": no path for cur, nor for what is beneath it
 		}
 		if err != nil {
 			return "", err
 		}
-		parts = append(parts, name)
-		ino = parent
-		if len(parts) > 4096 {
-			return "", nil
+		chain, names = append(chain, cur), append(names, name)
+		cur = parent
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		if base != "" {
+			base = path.Join(base, names[i])
 		}
+		r.known[chain[i]] = base
 	}
-	p := "/"
-	for i := len(parts) - 1; i >= 0; i-- {
-		p = path.Join(p, parts[i])
-	}
-	return p, nil
+	return r.known[ino], nil
 }
 
 // diffGens lists the changes from the state at generation ga to the state
@@ -94,6 +130,7 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 	}
 	before := map[string]int64{} // path -> ino at ga
 	after := map[string]int64{}  // path -> ino at gb
+	atA, atB, between := newPathResolver(ctx, q, ga, ga), newPathResolver(ctx, q, gb, gb), newPathResolver(ctx, q, lo, hi)
 
 	// Entries whose (parent, name) -> ino mapping changed.
 	type key struct {
@@ -126,8 +163,15 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 		}
 		return ino, err
 	}
+	// expand records ino at p and, for a directory, everything beneath
+	// it. A subtree already recorded at the same place (an entry added
+	// inside a directory that was added too) is not walked again, so a
+	// deep chain of new directories costs its length, not its square.
 	var expand func(m map[string]int64, p string, ino, g int64) error
 	expand = func(m map[string]int64, p string, ino, g int64) error {
+		if prev, ok := m[p]; ok && prev == ino {
+			return nil
+		}
 		m[p] = ino
 		in, err := rowAt(ctx, q, ino, g)
 		if err != nil || in == nil || in.kind != KindDir {
@@ -171,7 +215,7 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 			continue
 		}
 		if ia != 0 {
-			if pp, err := pathAt(ctx, q, k.parent, ga); err != nil {
+			if pp, err := atA.of(k.parent); err != nil {
 				return nil, err
 			} else if pp != "" || k.parent == rootIno {
 				if err := expand(before, path.Join(pp, k.name), ia, ga); err != nil {
@@ -180,7 +224,7 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 			}
 		}
 		if ib != 0 {
-			if pp, err := pathAt(ctx, q, k.parent, gb); err != nil {
+			if pp, err := atB.of(k.parent); err != nil {
 				return nil, err
 			} else if pp != "" || k.parent == rootIno {
 				if err := expand(after, path.Join(pp, k.name), ib, gb); err != nil {
@@ -198,7 +242,7 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 	for _, ino := range inos {
 		// A name the inode kept throughout (with hard links, the first
 		// name at either end may be one that came or went).
-		if ps, err := pathBetween(ctx, q, ino, lo, hi); err != nil {
+		if ps, err := between.of(ino); err != nil {
 			return nil, err
 		} else if ps != "" {
 			if _, ok := before[ps]; !ok {
@@ -209,11 +253,11 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 			}
 			continue
 		}
-		pa, err := pathAt(ctx, q, ino, ga)
+		pa, err := atA.of(ino)
 		if err != nil {
 			return nil, err
 		}
-		pb, err := pathAt(ctx, q, ino, gb)
+		pb, err := atB.of(ino)
 		if err != nil {
 			return nil, err
 		}

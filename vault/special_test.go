@@ -240,3 +240,62 @@ func TestChangesOfXattrsAndOwner(t *testing.T) {
 		t.Fatalf("after restore, the xattrs of /f: %v %v", names, err)
 	}
 }
+
+// A change deeper than any path limit is listed, by a mark, a checkpoint
+// diff and a restore alike (each inode's path is found once: a chain of
+// directories costs its length, not its square).
+func TestChangesDeepChain(t *testing.T) {
+	ctx := context.Background()
+	_, v := newVault(t)
+	if _, err := v.SaveCheckpoint(ctx, "before", ""); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := v.Mark(ctx, "deep")
+	const depth = 5000 // past the 4,096 levels a path walk once stopped at
+	parent := uint64(rootIno)
+	for range depth {
+		a, err := v.Mknod(ctx, parent, "d", NodeSpec{Kind: KindDir, Mode: 0o755})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parent = a.Ino
+	}
+	if _, err := v.Mknod(ctx, parent, "f", NodeSpec{Kind: KindFile, Mode: 0o644}); err != nil {
+		t.Fatal(err)
+	}
+	deepest := strings.Repeat("/d", depth) + "/f"
+	check := func(what string, ch []Change, op string) {
+		t.Helper()
+		if len(ch) != depth+1 {
+			t.Fatalf("%s: %d changes, want %d", what, len(ch), depth+1)
+		}
+		found := false
+		for _, c := range ch {
+			if c.Op != op {
+				t.Fatalf("%s: %+v", what, c)
+			}
+			found = found || c.Path == deepest
+		}
+		if !found {
+			t.Fatalf("%s: the deepest file is not listed", what)
+		}
+	}
+	ch, err := v.ChangesSince(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("since the mark", ch, "added")
+	ch, err = v.Diff(ctx, "before", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("checkpoint diff", ch, "added")
+	res, err := v.RestoreCheckpoint(ctx, "before")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("restore", res.Changes, "deleted")
+	if _, err := v.Stat(ctx, "/d"); err == nil {
+		t.Fatal("the chain is still there after the restore")
+	}
+}
