@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"path"
 	"sort"
 
 	"avfs/wire"
@@ -113,11 +112,20 @@ func (r *pathResolver) of(ino int64) (string, error) {
 	}
 	for i := len(chain) - 1; i >= 0; i-- {
 		if base != "" {
-			base = path.Join(base, names[i])
+			base = joinName(base, names[i])
 		}
 		r.known[chain[i]] = base
 	}
 	return r.known[ino], nil
+}
+
+// joinName is the path of the entry name in the directory at dir (clean
+// and absolute): one allocation, where path.Join makes two and cleans.
+func joinName(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
 }
 
 // diffGens lists the changes from the state at generation ga to the state
@@ -196,7 +204,7 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 		}
 		rows.Close()
 		for _, c := range cs {
-			if err := expand(m, path.Join(p, c.name), c.ino, g); err != nil {
+			if err := expand(m, joinName(p, c.name), c.ino, g); err != nil {
 				return err
 			}
 		}
@@ -218,7 +226,7 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 			if pp, err := atA.of(k.parent); err != nil {
 				return nil, err
 			} else if pp != "" || k.parent == rootIno {
-				if err := expand(before, path.Join(pp, k.name), ia, ga); err != nil {
+				if err := expand(before, joinName(pp, k.name), ia, ga); err != nil {
 					return nil, err
 				}
 			}
@@ -227,7 +235,7 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 			if pp, err := atB.of(k.parent); err != nil {
 				return nil, err
 			} else if pp != "" || k.parent == rootIno {
-				if err := expand(after, path.Join(pp, k.name), ib, gb); err != nil {
+				if err := expand(after, joinName(pp, k.name), ib, gb); err != nil {
 					return nil, err
 				}
 			}
