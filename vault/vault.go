@@ -79,36 +79,14 @@ type Options struct {
 	Actor string
 }
 
-// Info describes a vault.
-type Info struct {
-	Name        string     `json:"name"`
-	UUID        string     `json:"uuid"`
-	Path        string     `json:"path"`
-	CreatedAt   time.Time  `json:"created_at"`
-	Files       int64      `json:"files"`
-	Bytes       int64      `json:"bytes"`
-	FileSize    int64      `json:"file_size"` // bytes the vault file (with its WAL) takes on disk
-	Quota       Quota      `json:"quota"`
-	Parent      *ForkPoint `json:"parent"` // nil unless the vault is a fork
-	Forks       []ForkRef  `json:"forks"`  // live forks that borrow from this vault
-	Checkpoints int64      `json:"checkpoints"`
-	Generation  int64      `json:"generation"`
-}
+// Info describes a vault (its JSON is pinned in wire).
+type Info = wire.VaultInfo
 
 // ForkPoint is where a fork branched off its parent.
-type ForkPoint struct {
-	Name       string    `json:"name"`
-	UUID       string    `json:"uuid"`
-	Generation int64     `json:"generation"`
-	ForkedAt   time.Time `json:"forked_at"`
-}
+type ForkPoint = wire.VaultForkPoint
 
 // ForkRef is a live fork of a vault.
-type ForkRef struct {
-	Name      string    `json:"name"`
-	UUID      string    `json:"uuid"`
-	CreatedAt time.Time `json:"created_at"`
-}
+type ForkRef = wire.VaultForkRef
 
 // driverName is go-sqlite3 with the per-connection settings a vault needs
 // beyond what the DSN can say.
