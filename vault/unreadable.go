@@ -214,10 +214,14 @@ func (s *Store) deleteUnreadable(ctx context.Context, name, path string, fi os.F
 // read.
 func liveHolder(ctx context.Context, path string, opts Options) *Holder {
 	// Only a file in WAL mode: the vault settings would switch another.
-	var h [20]byte
-	if f, err := os.Open(path); err != nil {
+	f, err := os.Open(path)
+	if err != nil {
 		return nil
-	} else if _, err := io.ReadFull(f, h[:]); f.Close() != nil || err != nil || h[18] != 2 || h[19] != 2 {
+	}
+	var h [20]byte
+	_, err = io.ReadFull(f, h[:])
+	f.Close()
+	if err != nil || h[18] != 2 || h[19] != 2 {
 		return nil
 	}
 	v, err := open(path, opts)
