@@ -8,11 +8,7 @@ import (
 
 // Quota are a vault's limits; 0 means unlimited. They are enforced inside
 // the transaction of every write, so every path (CLI, mount) obeys them.
-type Quota struct {
-	MaxSizeMB     int64 `json:"max_size_mb"`      // logical bytes of live files
-	MaxFiles      int64 `json:"max_files"`        // inodes other than the root: files, directories, symlinks
-	MaxFileSizeMB int64 `json:"max_file_size_mb"` // size of one file
-}
+type Quota = wire.VaultQuota
 
 func quotaOf(st state) Quota {
 	return Quota{MaxSizeMB: st.maxBytes >> 20, MaxFiles: st.maxFiles, MaxFileSizeMB: st.maxFileBytes >> 20}

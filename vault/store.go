@@ -137,12 +137,57 @@ func (s *Store) Use(ctx context.Context, name string) error {
 	return nil
 }
 
-// Delete removes the vault called name. A vault with live forks is refused
-// (vault_has_forks) unless force, which detaches the forks first. Forks
-// that never completed (killed while being made) do not count: their pins
-// are released and their temporary files removed first (recoverForks).
+// Delete removes the vault called name: its file with the -wal and -shm
+// files beside it, its registration in its parent when it is a fork, and
+// the current-vault choice when it was current. It refuses with
+//   - vault_not_found when there is no such vault;
+//   - invalid_input when the vault's path is a symbolic link: Delete
+//     removes only the store's own files, never a link or what it points to;
+//   - vault_busy while another process holds the vault (a writer mount, a
+//     run);
+//   - vault_has_forks when live forks borrow its data, unless force,
+//     which detaches them first; forks that never completed (killed while
+//     being made) do not count: their pins are released and their
+//     temporary files removed first (recoverForks);
+//   - vault_unreadable (details: reason) when the file cannot be opened as
+//     a vault (see Open), unless force, which removes it all the same and
+//     releases the registrations of a fork by that name in the other
+//     vaults (its file no longer says whose fork it was).
+//
+// It never removes anything but the vault's file, its -wal and -shm, and
+// the store's current-vault file.
 func (s *Store) Delete(ctx context.Context, name string, force bool) error {
-	v, err := s.Open(ctx, name)
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	path := s.PathOf(name)
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return wire.Errorf(wire.CodeVaultNotFound, "delete vault: no vault %q", name).With("vault", name)
+	}
+	if err != nil {
+		return wire.Errorf(wire.CodeHostIO, "delete vault %q: %w", name, err)
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		return wire.Errorf(wire.CodeInvalidInput, "delete vault %q: %s is a symbolic link; avfs deletes only its own vault files, never a link or what it points to: remove the link yourself", name, path).
+			With("vault", name).With("path", path)
+	}
+	v, _, err := s.inspect(ctx, name)
+	var ue *wire.Error
+	if errors.As(err, &ue) && ue.Code == wire.CodeVaultUnreadable {
+		if !force {
+			hint := "--force deletes it"
+			if ue.Details["reason"] == wire.VaultSchemaTooNew {
+				hint = "a newer avfs reads it; --force deletes it and its data all the same"
+			}
+			e := wire.Errorf(wire.CodeVaultUnreadable, "delete vault %q: %w; %s", name, ue, hint)
+			for k, v := range ue.Details {
+				e.With(k, v)
+			}
+			return e
+		}
+		return s.deleteUnreadable(ctx, name, path, fi, ue)
+	}
 	if err != nil {
 		return err
 	}

@@ -79,36 +79,14 @@ type Options struct {
 	Actor string
 }
 
-// Info describes a vault.
-type Info struct {
-	Name        string     `json:"name"`
-	UUID        string     `json:"uuid"`
-	Path        string     `json:"path"`
-	CreatedAt   time.Time  `json:"created_at"`
-	Files       int64      `json:"files"`
-	Bytes       int64      `json:"bytes"`
-	FileSize    int64      `json:"file_size"` // bytes the vault file (with its WAL) takes on disk
-	Quota       Quota      `json:"quota"`
-	Parent      *ForkPoint `json:"parent"` // nil unless the vault is a fork
-	Forks       []ForkRef  `json:"forks"`  // live forks that borrow from this vault
-	Checkpoints int64      `json:"checkpoints"`
-	Generation  int64      `json:"generation"`
-}
+// Info describes a vault (its JSON is pinned in wire).
+type Info = wire.VaultInfo
 
 // ForkPoint is where a fork branched off its parent.
-type ForkPoint struct {
-	Name       string    `json:"name"`
-	UUID       string    `json:"uuid"`
-	Generation int64     `json:"generation"`
-	ForkedAt   time.Time `json:"forked_at"`
-}
+type ForkPoint = wire.VaultForkPoint
 
 // ForkRef is a live fork of a vault.
-type ForkRef struct {
-	Name      string    `json:"name"`
-	UUID      string    `json:"uuid"`
-	CreatedAt time.Time `json:"created_at"`
-}
+type ForkRef = wire.VaultForkRef
 
 // driverName is go-sqlite3 with the per-connection settings a vault needs
 // beyond what the DSN can say.
@@ -194,7 +172,11 @@ func Create(ctx context.Context, path, name string, opts Options) (*Vault, error
 }
 
 // Open opens an existing vault file. It fails with vault_not_found when
-// there is none.
+// there is none, and with vault_unreadable (details: reason, a
+// wire.VaultFault) when the file cannot be a vault of this avfs: empty,
+// not a regular file, a symbolic link to nothing, not SQLite, truncated or
+// damaged, an SQLite database of something else, or a vault of a newer
+// avfs. It never writes to such a file.
 func Open(ctx context.Context, path string, opts Options) (*Vault, error) {
 	return openChecked(ctx, path, opts, false)
 }
@@ -206,12 +188,19 @@ func openWriter(ctx context.Context, path string, opts Options) (*Vault, error) 
 }
 
 func openChecked(ctx context.Context, path string, opts Options, writer bool) (*Vault, error) {
-	if _, err := os.Stat(path); err != nil {
+	name := strings.TrimSuffix(filepath.Base(path), fileExt)
+	fi, err := os.Stat(path)
+	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			name := strings.TrimSuffix(filepath.Base(path), fileExt)
+			if li, lerr := os.Lstat(path); lerr == nil && li.Mode()&os.ModeSymlink != 0 {
+				return nil, fmt.Errorf("open vault %q: %w", name, unreadable(path, wire.VaultDanglingLink, "is a symbolic link to nothing"))
+			}
 			return nil, wire.Errorf(wire.CodeVaultNotFound, "open vault: no vault %q", name).With("vault", name)
 		}
 		return nil, wire.Errorf(wire.CodeHostIO, "open vault: %w", err)
+	}
+	if err := checkFile(path, fi); err != nil {
+		return nil, fmt.Errorf("open vault %q: %w", name, err)
 	}
 	v, err := open(path, opts)
 	if err != nil {
@@ -221,14 +210,17 @@ func openChecked(ctx context.Context, path string, opts Options, writer bool) (*
 	if writer {
 		db = v.db
 	}
-	var ver int
+	var ver int32
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&ver); err != nil {
 		v.Close()
+		if ferr, ok := fileFault(path, err); ok {
+			return nil, fmt.Errorf("open vault %q: %w", name, ferr)
+		}
 		return nil, storageErr("open vault", err)
 	}
 	if ver != schemaVersion {
 		v.Close()
-		return nil, wire.Errorf(wire.CodeInvalidInput, "open vault: %s has schema version %d, this avfs reads version %d", path, ver, schemaVersion)
+		return nil, fmt.Errorf("open vault %q: %w", name, wrongSchema(path, ver))
 	}
 	return v, nil
 }

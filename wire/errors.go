@@ -22,6 +22,7 @@ const (
 	CodeVaultNotFound      Code = "vault_not_found"       // no vault by that name
 	CodeVaultBusy          Code = "vault_busy"            // the vault is locked by another user (mount, writer)
 	CodeVaultHasForks      Code = "vault_has_forks"       // delete refused: live forks borrow from this vault
+	CodeVaultUnreadable    Code = "vault_unreadable"      // the vault's file cannot be opened as a vault of this avfs (reason: a VaultFault); vault delete --force removes it
 	CodeQuotaExceeded      Code = "quota_exceeded"        // the write would exceed a quota; nothing changed
 	CodeCheckpointNotFound Code = "checkpoint_not_found"  // no checkpoint by that id or name
 	CodeVersionNotFound    Code = "version_not_found"     // no such version in a file's history

@@ -11,12 +11,6 @@ import (
 	"avfs/wire"
 )
 
-// vaultList is the JSON document of `avfs vault list`.
-type vaultList struct {
-	Current string       `json:"current"`
-	Vaults  []vault.Info `json:"vaults"`
-}
-
 // gcResult is the JSON document of `avfs gc`.
 type gcResult struct {
 	Vault string `json:"vault"`
@@ -76,22 +70,19 @@ func vaultCommand(e *env) *cli.Command {
 						return err
 					}
 					s := e.store()
-					names, err := s.Names()
+					listed, err := s.List(c.Context)
 					if err != nil {
 						return err
 					}
-					out := vaultList{Current: s.Current(), Vaults: []vault.Info{}}
-					for _, n := range names {
-						v, err := s.Open(c.Context, n)
-						if err != nil {
-							return err
+					out := wire.VaultList{Kind: wire.VaultListKind, Current: s.Current(), Vaults: make([]wire.VaultListEntry, 0, len(listed))}
+					bad := []string{}
+					for _, l := range listed {
+						if l.Err != nil {
+							out.Vaults = append(out.Vaults, wire.VaultListEntry{VaultInfo: vault.Info{Name: l.Name, Path: l.Path}, Error: wire.NewErrorBody(l.Err)})
+							bad = append(bad, l.Name)
+							continue
 						}
-						info, err := v.Info(c.Context)
-						v.Close()
-						if err != nil {
-							return err
-						}
-						out.Vaults = append(out.Vaults, info)
+						out.Vaults = append(out.Vaults, wire.VaultListEntry{VaultInfo: *l.Info})
 					}
 					return e.emit(out, func(w io.Writer) error {
 						rows := make([]string, 0, len(out.Vaults))
@@ -103,9 +94,20 @@ func vaultCommand(e *env) *cli.Command {
 							if i.Name == out.Current {
 								cur = "*"
 							}
+							if i.Error != nil {
+								rows = append(rows, fmt.Sprintf("%s\t-\t-\t-\t%s\t(unreadable: %s)", i.Name, cur, unreadableWhy(i.Error)))
+								continue
+							}
 							rows = append(rows, fmt.Sprintf("%s\t%d\t%s\t%s\t%s", i.Name, i.Files, humanSize(i.Bytes), parent, cur))
 						}
-						return table(w, "NAME\tFILES\tSIZE\tPARENT\tCURRENT", rows)
+						if err := table(w, "NAME\tFILES\tSIZE\tPARENT\tCURRENT", rows); err != nil {
+							return err
+						}
+						if len(bad) > 0 {
+							fmt.Fprintf(e.stderr, "avfs: %d vault(s) cannot be read (%s): `avfs vault info NAME` says why; `avfs vault delete NAME --force` removes one\n",
+								len(bad), strings.Join(bad, ", "))
+						}
+						return nil
 					})
 				},
 			},
@@ -148,12 +150,12 @@ func vaultCommand(e *env) *cli.Command {
 			{
 				Name:    "delete",
 				Aliases: []string{"rm"},
-				Usage:   "delete a vault (refused while it is mounted for writing or in a run, and while it has forks unless --force)",
+				Usage:   "delete a vault (refused while it is mounted for writing or in a run, and while it has forks or cannot be read unless --force)",
 				UsageText: "avfs vault delete NAME [--force] [--yes]\n\n" +
 					"On a terminal it asks before deleting; otherwise (scripts, agents) it\n" +
 					"refuses unless --yes is given.\n\nexample: avfs vault delete scratch --force --yes",
 				Flags: []cli.Flag{
-					&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "detach its forks first"},
+					&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "detach its forks first; delete it even when its file cannot be read as a vault (empty, damaged, not a vault, a newer avfs's)"},
 					&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "delete without asking"},
 				},
 				Action: func(c *cli.Context) error {
@@ -283,6 +285,32 @@ func gcCommand(e *env) *cli.Command {
 			})
 		},
 	}
+}
+
+// unreadableWhy says in a few words why a vault list entry could not be
+// read: its vault_unreadable reason, else its error message.
+func unreadableWhy(b *wire.ErrorBody) string {
+	reason, _ := b.Details["reason"].(wire.VaultFault)
+	if r, ok := b.Details["reason"].(string); ok {
+		reason = wire.VaultFault(r)
+	}
+	switch reason {
+	case wire.VaultEmpty:
+		return "empty file"
+	case wire.VaultNotSQLite:
+		return "not an SQLite file"
+	case wire.VaultDamaged:
+		return "damaged or truncated"
+	case wire.VaultNotAVFS:
+		return "not an avfs vault"
+	case wire.VaultSchemaTooNew:
+		return fmt.Sprintf("a newer avfs's vault, schema version %v", b.Details["schema_version"])
+	case wire.VaultNotRegular:
+		return "not a regular file"
+	case wire.VaultDanglingLink:
+		return "symbolic link to nothing"
+	}
+	return fmt.Sprintf("%s: %s", b.Code, b.Message)
 }
 
 func printInfo(w io.Writer, i vault.Info) error {
