@@ -188,8 +188,13 @@ func read(path string, vc *bundle.VerificationConfig) (bundle.Bundle, error) {
 	r := bundle.NewCustomReader(loader).
 		WithProcessAnnotations(true).
 		WithRegoVersion(ast.RegoV1)
-	if fi.IsDir() {
-		r = r.WithBaseDir(path) // module files are named by their full path
+	if fi.IsDir() && vc == nil {
+		// Module files are named by their full path. Not when verifying:
+		// a signature names the files relative to the bundle's root (as
+		// `opa sign --bundle .` writes them), and OPA's reader checks
+		// the names it reads, base directory included, against it; a
+		// verified directory's modules are named as a tarball's are.
+		r = r.WithBaseDir(path)
 	}
 	if vc != nil {
 		r = r.WithBundleVerificationConfig(vc)

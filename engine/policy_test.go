@@ -447,6 +447,25 @@ func TestHomePolicyDir(t *testing.T) {
 	}
 }
 
+// tamperedDir is a copy of the signed directory bundle with a module
+// changed after signing.
+func tamperedDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tampered")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(testdata, "ext-signed-dir"))); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "acme.rego")
+	src, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, bytes.Replace(src, []byte(`"deploy"`), []byte(`"deploy-nothing"`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // signedTarball writes the ext bundle signed with signingKey (a PEM private
 // key or an HMAC secret) and alg; tamper changes a module after signing.
 func signedTarball(t *testing.T, signingKey, alg string, tamper bool) string {
@@ -504,6 +523,9 @@ func TestSignedBundles(t *testing.T) {
 		{"hmac good", signedTarball(t, "s3cret-s3cret-s3cret-s3cret-s3cret", "HS256", false), secretFile, "", true},
 		{"hmac literal secret", signedTarball(t, "literal-secret", "HS512", false), "literal-secret", "", true},
 		{"opa build --signing-key", filepath.Join(testdata, "ext-signed.tar.gz"), committedPub, "", true},
+		{"opa sign --bundle . (a directory)", filepath.Join(testdata, "ext-signed-dir"), committedPub, "", true},
+		{"signed directory, wrong key", filepath.Join(testdata, "ext-signed-dir"), otherFile, wire.CodeSignatureInvalid, false},
+		{"signed directory, tampered", tamperedDir(t), committedPub, wire.CodeSignatureInvalid, false},
 		{"wrong key", signedTarball(t, priv, "ES256", false), otherFile, wire.CodeSignatureInvalid, false},
 		{"wrong secret", signedTarball(t, "one secret", "HS256", false), "another secret", wire.CodeSignatureInvalid, false},
 		{"tampered", signedTarball(t, priv, "ES256", true), pubFile, wire.CodeSignatureInvalid, false},

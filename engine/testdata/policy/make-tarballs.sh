@@ -6,3 +6,8 @@ set -e
 cd "$(dirname "$0")/ext"
 go tool opa build -b . -o ../ext.tar.gz
 go tool opa build -b . --signing-key ../keys/es256.pem --signing-alg ES256 -o ../ext-signed.tar.gz
+# A directory signed in place, as docs/policy.md shows (opa sign writes
+# .signatures.json into the current directory).
+cd ../ext-signed-dir
+cp ../ext/.manifest ../ext/acme.rego .
+go tool opa sign --signing-key ../keys/es256.pem --signing-alg ES256 --bundle .
