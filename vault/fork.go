@@ -415,22 +415,7 @@ func (s *Store) unregisterFork(ctx context.Context, parent, uuid string) error {
 func referencedHashes(ctx context.Context, q querier) (map[string]struct{}, error) {
 	set := map[string]struct{}{}
 	for _, query := range []string{"SELECT chunks FROM inodes WHERE kind = 1", "SELECT chunks FROM versions WHERE kind = 1"} {
-		rows, err := q.QueryContext(ctx, query)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var b []byte
-			if err := rows.Scan(&b); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			for i := 0; i+hashLen <= len(b); i += hashLen {
-				set[string(b[i:i+hashLen])] = struct{}{}
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := addHashes(ctx, q, query, set); err != nil {
 			return nil, err
 		}
 	}
