@@ -532,15 +532,11 @@ func (v *Vault) changeXattr(ctx context.Context, ino uint64, name string, value 
 	if len(value) > maxXattrValue {
 		return wire.Errorf(wire.CodeQuotaExceeded, "extended attribute value too large (%d bytes)", len(value))
 	}
-	return v.update(ctx, "setxattr", func(t *txn) error {
-		in, err := getInode(ctx, t.tx, int64(ino))
-		if err != nil {
-			return err
-		}
-		m, err := decodeXattrs(in.xattrs)
-		if err != nil {
-			return err
-		}
+	op := "setxattr"
+	if remove {
+		op = "removexattr"
+	}
+	return v.editXattrs(ctx, ino, op, map[string]any{"name": name}, func(m map[string][]byte) error {
 		_, exists := m[name]
 		switch {
 		case remove && !exists:
@@ -555,6 +551,26 @@ func (v *Vault) changeXattr(ctx context.Context, ino uint64, name string, value 
 		} else {
 			m[name] = append([]byte{}, value...)
 		}
+		return nil
+	})
+}
+
+// editXattrs changes the extended attributes of ino with edit, in one
+// transaction audited as op with details: nothing changes when edit
+// fails, and the whole set must fit in maxXattrTotal.
+func (v *Vault) editXattrs(ctx context.Context, ino uint64, op string, details map[string]any, edit func(m map[string][]byte) error) error {
+	return v.update(ctx, op, func(t *txn) error {
+		in, err := getInode(ctx, t.tx, int64(ino))
+		if err != nil {
+			return err
+		}
+		m, err := decodeXattrs(in.xattrs)
+		if err != nil {
+			return err
+		}
+		if err := edit(m); err != nil {
+			return err
+		}
 		enc := encodeXattrs(m)
 		if len(enc) > maxXattrTotal {
 			return wire.Errorf(wire.CodeQuotaExceeded, "extended attributes of this file exceed %d bytes", maxXattrTotal)
@@ -564,11 +580,7 @@ func (v *Vault) changeXattr(ctx context.Context, ino uint64, name string, value 
 			return err
 		}
 		p, _ := t.inoPath(in.ino)
-		op := "setxattr"
-		if remove {
-			op = "removexattr"
-		}
-		t.audit(op, p, map[string]any{"name": name})
+		t.audit(op, p, details)
 		return nil
 	})
 }

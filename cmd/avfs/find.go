@@ -6,6 +6,7 @@ import (
 	"math"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,9 +24,10 @@ func vaultFindCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "find",
 		Usage: "list the entries of the vault that match filters, without mounting",
-		UsageText: "avfs find [PATH] [-name GLOB] [-path GLOB] [-type f|d|l|p|s] [-size [+-]N[c|k|M|G]] [-mtime [+-]DAYS] [-newer FILE]\n\n" +
+		UsageText: "avfs find [PATH] [-name GLOB] [-path GLOB] [-type f|d|l|p|s] [-size [+-]N[c|k|M|G]] [-mtime [+-]DAYS] [-newer FILE] [-tag TAG] [-meta KEY[=VALUE]]\n\n" +
 			"As find(1): -name matches the last element, -path the whole path (* crosses /);\n" +
 			"-size +N is more than N, -N less, N exactly (k, M, G round up as find does;\n" +
+			"-tag and -meta select by avfs tag and avfs meta (each may be given more than once: all must hold);\n" +
 			"no suffix means bytes); -mtime counts whole days of age.\n" +
 			"Text output prints each path as it is found; --json prints one document.\n\n" +
 			"example: avfs find /src -name '*.go' -size +10k",
@@ -36,6 +38,8 @@ func vaultFindCommand(e *env) *cli.Command {
 			&cli.StringFlag{Name: "size", Usage: "size `[+-]N[c|k|M|G]`"},
 			&cli.StringFlag{Name: "mtime", Usage: "modified `[+-]DAYS` ago"},
 			&cli.StringFlag{Name: "newer", Usage: "modified after vault `FILE`"},
+			&cli.StringSliceFlag{Name: "tag", Usage: "has tag `TAG` (avfs tag)"},
+			&cli.StringSliceFlag{Name: "meta", Usage: "has metadata `KEY[=VALUE]` (avfs meta)"},
 		},
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 0, 1, "[PATH]")
@@ -116,6 +120,28 @@ func findFilters(c *cli.Context, v *vault.Vault, now time.Time) ([]findFilter, e
 		}
 		fs = append(fs, func(en vault.Entry) bool {
 			return cmp(int64(now.Sub(en.Mtime)/(24*time.Hour)), n)
+		})
+	}
+	if tags, meta := c.StringSlice("tag"), c.StringSlice("meta"); len(tags)+len(meta) > 0 {
+		ctx := c.Context
+		fs = append(fs, func(en vault.Entry) bool {
+			l, err := v.EntryLabels(ctx, en)
+			if err != nil {
+				return false
+			}
+			for _, t := range tags {
+				if !slices.Contains(l.Tags, t) {
+					return false
+				}
+			}
+			for _, kv := range meta {
+				k, want, withValue := strings.Cut(kv, "=")
+				got, ok := l.Meta[k]
+				if !ok || withValue && got != want {
+					return false
+				}
+			}
+			return true
 		})
 	}
 	if p := c.String("newer"); c.IsSet("newer") {
