@@ -68,13 +68,7 @@ func runPrepared(t *testing.T, pool *Pool, spec Spec) ran {
 	if got := pool.Stats().Taken; got != taken+1 {
 		t.Fatalf("the run did not take the prepared sandbox (taken %d → %d)", taken, got)
 	}
-	var out, errb bytes.Buffer
-	p.Cmd.Stdout, p.Cmd.Stderr = &out, &errb
-	if err := p.Start(); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	_, _ = p.Wait()
-	return ran{out.String(), errb.String(), p.Result(), p.Landlock}
+	return runProcess(t, p)
 }
 
 // TestPoolFiles: a prepared sandbox takes the command's streams as files
@@ -293,13 +287,7 @@ func runSpecWith(t *testing.T, pool *Pool, spec Spec) ran {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out, errb bytes.Buffer
-	p.Cmd.Stdout, p.Cmd.Stderr = &out, &errb
-	if err := p.Start(); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	_, _ = p.Wait()
-	return ran{out.String(), errb.String(), p.Result(), p.Landlock}
+	return runProcess(t, p)
 }
 
 // assertGone checks that pid has been reaped (or is about to be: the

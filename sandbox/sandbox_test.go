@@ -52,6 +52,12 @@ func runSpec(t *testing.T, spec Spec) ran {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runProcess(t, p)
+}
+
+// runProcess starts p with its output kept and waits for it.
+func runProcess(t *testing.T, p *Process) ran {
+	t.Helper()
 	var out, errb bytes.Buffer
 	p.Cmd.Stdout, p.Cmd.Stderr = &out, &errb
 	if err := p.Start(); err != nil {
