@@ -238,24 +238,6 @@ func verifyCheckpointHeads(ctx context.Context, q querier, rep *AuditReport, add
 	return rows.Err()
 }
 
-// AuditError returns the integrity_failed error of a report with
-// problems (nil when it has none); its details are the report's fields.
-func AuditError(rep AuditReport) error {
-	if rep.OK {
-		return nil
-	}
-	e := wire.Errorf(wire.CodeIntegrity, "audit log of %s: %d problem(s)", rep.Vault, rep.ProblemsTotal)
-	b, _ := json.Marshal(rep)
-	var fields map[string]any
-	_ = json.Unmarshal(b, &fields)
-	for k, f := range fields {
-		if k != "kind" {
-			e = e.With(k, f)
-		}
-	}
-	return e
-}
-
 // Event appends one audit row for something that happened around the vault
 // (a run's decision and outcome) without changing anything else.
 func (v *Vault) Event(ctx context.Context, op, path string, details map[string]any) error {

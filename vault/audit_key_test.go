@@ -214,7 +214,7 @@ func TestVerifyAuditKeyed(t *testing.T) {
 					t.Fatalf("no %s in %+v", w, rep.Problems)
 				}
 			}
-			if err := AuditError(rep); rep.OK != (err == nil) || !rep.OK && !wire.HasCode(err, wire.CodeIntegrity) {
+			if err := rep.Err(); rep.OK != (err == nil) || !rep.OK && !wire.HasCode(err, wire.CodeIntegrity) {
 				t.Fatalf("AuditError: %v", err)
 			}
 			if crep, err := v.Check(ctx); err != nil || crep.OK != rep.OK {

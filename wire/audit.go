@@ -1,5 +1,10 @@
 package wire
 
+import (
+	"encoding/json"
+	"fmt"
+)
+
 // AuditVerifyKind is the kind of an AuditVerify document.
 const AuditVerifyKind = "audit_verify"
 
@@ -78,4 +83,25 @@ type AuditProblem struct {
 	Row        int64      `json:"row,omitempty"`        // the audit row concerned
 	Checkpoint int64      `json:"checkpoint,omitempty"` // the checkpoint concerned
 	Message    string     `json:"message"`
+}
+
+// Err returns nil when the report is OK, else the integrity_failed error
+// of audit verify: its details are the report's fields but kind.
+func (r AuditVerify) Err() error {
+	if r.OK {
+		return nil
+	}
+	e := Errorf(CodeIntegrity, "audit log of %s: %d problem(s)", r.Vault, r.ProblemsTotal)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("%w (%v)", e, err)
+	}
+	var fields map[string]any
+	_ = json.Unmarshal(b, &fields)
+	for k, f := range fields {
+		if k != "kind" {
+			e = e.With(k, f)
+		}
+	}
+	return e
 }
