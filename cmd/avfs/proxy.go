@@ -62,7 +62,7 @@ func proxyExecCommand(e *env) *cli.Command {
 		&cli.DurationFlag{Name: "wait", Value: runner.DefaultBusyWait, Usage: "wait up to `DURATION` while another run or a writer mount holds the vault (then fail with vault_busy)"},
 		&cli.StringFlag{Name: "explain", Usage: "add the policy trace: notes, fails or full"},
 		&cli.StringFlag{Name: "sandbox", Usage: "hold the command in `MODE`: auto (namespaces where the kernel allows them, else none, said in the envelope), namespaces (or fail with exit 125), or none (the host's whole authority) (default: sandbox.mode of the config, else auto)"},
-		&cli.BoolFlag{Name: "allow-writable-trust", Usage: "without a sandbox, run even though the command could rewrite the config, policy or approver keys avfs trusts"},
+		&cli.BoolFlag{Name: "allow-writable-trust", Usage: "without a sandbox, run even though the command could rewrite the config, policy, approver keys or audit key avfs trusts"},
 		&cli.BoolFlag{Name: "readonly", Usage: "the command can change nothing: the vault is mounted read-only (a materialised copy is thrown away), so no checkpoint is taken"},
 	}
 	return &cli.Command{
