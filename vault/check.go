@@ -33,9 +33,6 @@ func (r CheckReport) Err() error {
 	return wire.Errorf(wire.CodeIntegrity, "vault check found %d problem(s)", len(r.Problems)).With("problems", r.Problems)
 }
 
-// Err returns an integrity_failed error when the report has problems.
-func (r AuditReport) Err() error { return auditError(r) }
-
 // Check runs SQLite's integrity check and the vault's own invariants: every
 // referenced chunk exists (here or in a fork's ancestors), stored chunks
 // match their hashes, sizes match content maps, every live entry names a
@@ -186,11 +183,17 @@ func (v *Vault) Check(ctx context.Context) (CheckReport, error) {
 		if files != st.files || bytesTotal != st.bytes {
 			add("counters", fmt.Sprintf("usage counters say %d files, %d bytes; the inodes hold %d files, %d bytes", st.files, st.bytes, files, bytesTotal), nil)
 		}
-		problems, _, err := verifyAuditChain(ctx, q, st)
+		arep, err := v.verifyAuditChain(ctx, q, st)
 		if err != nil {
 			return err
 		}
-		rep.Problems = append(rep.Problems, problems...)
+		for _, p := range arep.Problems {
+			var ref any
+			if p.Row != 0 {
+				ref = p.Row
+			}
+			rep.Problems = append(rep.Problems, Issue{Check: "audit_chain", Message: string(p.Reason) + ": " + p.Message, Ref: ref})
+		}
 		return nil
 	})
 	rep.OK = err == nil && len(rep.Problems) == 0

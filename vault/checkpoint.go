@@ -39,7 +39,9 @@ func validCheckpointName(name string) error {
 }
 
 // SaveCheckpoint records the current state. It costs O(1): the current
-// generation becomes the checkpoint and a new one starts.
+// generation becomes the checkpoint and a new one starts. The checkpoint
+// also records the audit chain's head (the last row's id, hash and MAC)
+// as committed before it, which VerifyAudit checks later.
 func (v *Vault) SaveCheckpoint(ctx context.Context, name, description string) (Checkpoint, error) {
 	if name != "" {
 		if err := validCheckpointName(name); err != nil {
@@ -52,8 +54,16 @@ func (v *Vault) SaveCheckpoint(ctx context.Context, name, description string) (C
 		if name != "" {
 			nameArg = name
 		}
-		r, err := t.tx.ExecContext(ctx, "INSERT INTO checkpoints (name, description, gen, created_ns, files, bytes) VALUES (?, ?, ?, ?, ?, ?)",
-			nameArg, description, t.st.gen, t.now, t.st.files, t.st.bytes)
+		// The audit chain's head as committed before this transaction:
+		// audit verify checks that it is still in the chain, unchanged.
+		headMAC := []byte{}
+		if t.st.auditID > 0 {
+			if err := t.tx.QueryRowContext(ctx, "SELECT mac FROM audit WHERE id = ?", t.st.auditID).Scan(&headMAC); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
+		r, err := t.tx.ExecContext(ctx, "INSERT INTO checkpoints (name, description, gen, created_ns, files, bytes, audit_id, audit_hash, audit_mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			nameArg, description, t.st.gen, t.now, t.st.files, t.st.bytes, t.st.auditID, []byte(t.st.auditHash), headMAC)
 		if err != nil {
 			var n int
 			if qerr := t.tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM checkpoints WHERE name = ?", name).Scan(&n); qerr == nil && n > 0 {

@@ -271,7 +271,7 @@ func (b *forkBuild) fill(ctx context.Context, parent *Vault, dst, uuid string, p
 		}
 		phase(q.sql[:min(len(q.sql), 24)])
 	}
-	t := &txn{ctx: ctx, tx: cq{tx: tx}, v: &Vault{actor: actor}, now: now}
+	t := &txn{ctx: ctx, tx: cq{tx: tx}, v: &Vault{actor: actor, auditKey: parent.auditKey}, now: now}
 	if t.st, err = scanState(t.tx.QueryRowContext(ctx, "SELECT "+stateCols+" FROM state WHERE id = 1")); err != nil {
 		return err
 	}
@@ -317,7 +317,7 @@ func (v *Vault) parentVault(ctx context.Context) (*Vault, error) {
 	if name == "" {
 		return nil, nil
 	}
-	p, err := Open(ctx, filepath.Join(filepath.Dir(v.path), name+fileExt), Options{Actor: v.actor})
+	p, err := Open(ctx, filepath.Join(filepath.Dir(v.path), name+fileExt), Options{Actor: v.actor, AuditKey: v.auditKey})
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeIntegrity, "this fork's parent vault %q cannot be opened: %w", name, err)
 	}

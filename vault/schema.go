@@ -1,7 +1,26 @@
 package vault
 
-// schemaVersion is the version of the on-disk schema, stored in PRAGMA user_version.
-const schemaVersion = 1
+// schemaVersion is the version of the on-disk schema, stored in PRAGMA
+// user_version. Opening a vault of an older version migrates it (see
+// migrations); a newer one is vault_unreadable (schema_too_new).
+//
+// Version 2 keys the audit chain: audit.mac, and the chain head each
+// checkpoint recorded (checkpoints.audit_id, audit_hash, audit_mac).
+const schemaVersion = 2
+
+// migrations[v] turns a vault of schema version v into one of version
+// v+1. They run in order, in one write transaction, when a vault of an
+// older version is opened (see migrate). Each only adds: rows written
+// before it keep their meaning (an audit row without a MAC is unanchored,
+// a checkpoint without a head recorded none).
+var migrations = map[int32]string{
+	1: `
+ALTER TABLE audit ADD COLUMN mac BLOB NOT NULL DEFAULT x'';
+ALTER TABLE checkpoints ADD COLUMN audit_id INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE checkpoints ADD COLUMN audit_hash BLOB NOT NULL DEFAULT x'';
+ALTER TABLE checkpoints ADD COLUMN audit_mac BLOB NOT NULL DEFAULT x'';
+`,
+}
 
 // live is gen_to of rows that are part of the current state.
 const live = int64(9223372036854775807)
@@ -82,7 +101,10 @@ CREATE TABLE checkpoints (
 	gen         INTEGER NOT NULL UNIQUE,
 	created_ns  INTEGER NOT NULL,
 	files       INTEGER NOT NULL,
-	bytes       INTEGER NOT NULL
+	bytes       INTEGER NOT NULL,
+	audit_id    INTEGER NOT NULL DEFAULT 0,   -- the audit chain's head when the checkpoint was taken: last row id
+	audit_hash  BLOB    NOT NULL DEFAULT x'', -- its hash
+	audit_mac   BLOB    NOT NULL DEFAULT x''  -- and its MAC (x'' when it had none)
 );
 
 CREATE TABLE versions (
@@ -107,7 +129,8 @@ CREATE TABLE audit (
 	details   TEXT    NOT NULL,
 	actor     TEXT    NOT NULL,
 	prev_hash BLOB    NOT NULL,
-	hash      BLOB    NOT NULL
+	hash      BLOB    NOT NULL,
+	mac       BLOB    NOT NULL DEFAULT x'' -- HMAC-SHA256(audit key, hash); x'' when written without a key
 );
 
 -- locks records who holds the vault beyond one transaction: the writer

@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/binary"
@@ -232,7 +233,8 @@ func (t *txn) checkQuota() error {
 	return nil
 }
 
-// audit queues one audit row, written in the same transaction.
+// audit queues one audit row, written in the same transaction, with its
+// MAC when the vault was opened with an audit key (flushAudit).
 func (t *txn) audit(op, path string, details map[string]any) {
 	t.audits = append(t.audits, auditRow{op: op, path: path, details: details})
 }
@@ -257,8 +259,12 @@ func (t *txn) flushAudit() error {
 			details = string(b)
 		}
 		h := auditHash(prev, id, t.now, a.op, a.path, details, t.v.actor)
-		if _, err := t.tx.ExecContext(t.ctx, "INSERT INTO audit (id, time_ns, op, path, details, actor, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-			id, t.now, a.op, a.path, details, t.v.actor, prev, h); err != nil {
+		mac := []byte{}
+		if t.v.auditKey != nil {
+			mac = auditMAC(t.v.auditKey, h)
+		}
+		if _, err := t.tx.ExecContext(t.ctx, "INSERT INTO audit (id, time_ns, op, path, details, actor, prev_hash, hash, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			id, t.now, a.op, a.path, details, t.v.actor, prev, h, mac); err != nil {
 			return err
 		}
 		prev = h
@@ -266,6 +272,17 @@ func (t *txn) flushAudit() error {
 	t.audits = nil
 	t.st.auditID, t.st.auditHash = id, string(prev)
 	return nil
+}
+
+// auditMAC anchors an audit row: HMAC-SHA256 under the installation's
+// audit key of the row's chain hash, which covers the row and, through
+// prev_hash, every row before it. Without the key nobody can write a row,
+// edit one or re-chain the log after removing rows and give the rows
+// MACs that verify.
+func auditMAC(key, hash []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(hash)
+	return m.Sum(nil)
 }
 
 // auditHash chains an audit row to the previous one.

@@ -76,7 +76,7 @@ func checkFile(path string, fi os.FileInfo) error {
 	// Out of WAL mode the header is the whole truth; in WAL mode the log
 	// may hold a newer one, which only SQLite reads.
 	if h[18] != 2 || h[19] != 2 {
-		if ver := int32(binary.BigEndian.Uint32(h[60:64])); ver != schemaVersion {
+		if ver := int32(binary.BigEndian.Uint32(h[60:64])); ver < 1 || ver > schemaVersion {
 			return wrongSchema(path, ver)
 		}
 	}

@@ -83,7 +83,12 @@ var badVaults = []struct {
 		sqliteExec(t, path, "PRAGMA journal_mode = WAL", "CREATE TABLE notes (id INTEGER PRIMARY KEY)")
 	}},
 	{"foreign-sqlite-version-1", wire.VaultNotAVFS, func(t *testing.T, s *Store, path string) {
+		// An older vault version: opening it would migrate it, which finds
+		// it is none before writing to it.
 		sqliteExec(t, path, "PRAGMA journal_mode = WAL", "CREATE TABLE notes (id INTEGER PRIMARY KEY)", "PRAGMA user_version = 1")
+	}},
+	{"foreign-sqlite-current-version", wire.VaultNotAVFS, func(t *testing.T, s *Store, path string) {
+		sqliteExec(t, path, "PRAGMA journal_mode = WAL", "CREATE TABLE notes (id INTEGER PRIMARY KEY)", fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 	}},
 	{"newer-schema", wire.VaultSchemaTooNew, func(t *testing.T, s *Store, path string) {
 		makeVault(t, s, "newer-schema")
@@ -146,7 +151,7 @@ func TestUnreadableVaults(t *testing.T) {
 			before := readRegular(t, path)
 
 			_, err := s.Open(ctx, tc.name)
-			if tc.reason == wire.VaultNotAVFS && tc.name == "foreign-sqlite-version-1" {
+			if tc.reason == wire.VaultNotAVFS && tc.name == "foreign-sqlite-current-version" {
 				// Its version is the vault's: only reading it shows what it is.
 				if err != nil {
 					t.Fatalf("open: %v", err)

@@ -1,6 +1,7 @@
 package vault
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -24,13 +25,14 @@ import (
 // Vault is an open vault file. It is safe for concurrent use by several
 // goroutines, and several processes may open the same file at once.
 type Vault struct {
-	path  string
-	actor string
-	db    *sql.DB // writers: every transaction is BEGIN IMMEDIATE
-	rdb   *sql.DB // readers: deferred, query-only transactions
-	ws    *stmtCache
-	rs    *stmtCache
-	r     cq // reads outside a transaction, through cached statements
+	path     string
+	actor    string
+	auditKey []byte  // Options.AuditKey; nil: rows are written without a MAC
+	db       *sql.DB // writers: every transaction is BEGIN IMMEDIATE
+	rdb      *sql.DB // readers: deferred, query-only transactions
+	ws       *stmtCache
+	rs       *stmtCache
+	r        cq // reads outside a transaction, through cached statements
 
 	mu     sync.Mutex
 	parent *Vault // lazily opened parent of a fork (read-only use)
@@ -77,6 +79,13 @@ type Options struct {
 	// Actor names who acts, recorded in every audit row
 	// (default "user:<login>").
 	Actor string
+	// AuditKey is the installation's audit key (the CLI keeps 32 random
+	// bytes in $AVFS_HOME/keys/audit.key; this package never reads it).
+	// With a key, every audit row written carries HMAC-SHA256(AuditKey,
+	// hash), in the transaction that writes the row, and VerifyAudit and
+	// Check check the MACs of the rows that have one. Without one, rows are
+	// written unanchored (no MAC) and MACs are not checked.
+	AuditKey []byte
 }
 
 // Info describes a vault (its JSON is pinned in wire).
@@ -218,11 +227,59 @@ func openChecked(ctx context.Context, path string, opts Options, writer bool) (*
 		}
 		return nil, storageErr("open vault", err)
 	}
-	if ver != schemaVersion {
+	if ver >= 1 && ver < schemaVersion {
+		if err := v.migrate(ctx, ver); err != nil {
+			v.Close()
+			return nil, fmt.Errorf("open vault %q: %w", name, err)
+		}
+	} else if ver != schemaVersion {
 		v.Close()
 		return nil, fmt.Errorf("open vault %q: %w", name, wrongSchema(path, ver))
 	}
 	return v, nil
+}
+
+// migrate brings the vault from schema version ver, older than
+// schemaVersion, to schemaVersion: the migrations from ver on, and the new
+// version, in one write transaction, so that a crash leaves the old
+// version or the new one. Another process may migrate the same file at
+// once: the version is read again inside the transaction. A database
+// without the vault's tables is vault_unreadable (not_avfs), found before
+// anything is written to it.
+func (v *Vault) migrate(ctx context.Context, ver int32) error {
+	var n int
+	if err := v.rdb.QueryRowContext(ctx, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN ('state', 'audit', 'checkpoints')").Scan(&n); err != nil {
+		return storageErr("migrate vault", err)
+	}
+	if n != 3 {
+		return unreadable(v.path, wire.VaultNotAVFS, "is an SQLite database but not an avfs vault (schema version %d, without the vault's tables)", ver)
+	}
+	tx, err := v.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (the writers' DSN)
+	if err != nil {
+		return storageErr("migrate vault", err)
+	}
+	defer tx.Rollback()
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&ver); err != nil {
+		return storageErr("migrate vault", err)
+	}
+	if ver == schemaVersion {
+		return nil // another process migrated it meanwhile
+	}
+	if ver < 1 || ver > schemaVersion {
+		return wrongSchema(v.path, ver)
+	}
+	for ; ver < schemaVersion; ver++ {
+		if _, err := tx.ExecContext(ctx, migrations[ver]); err != nil {
+			return storageErr(fmt.Sprintf("migrate vault from schema version %d", ver), err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+		return storageErr("migrate vault", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return storageErr("migrate vault", err)
+	}
+	return nil
 }
 
 func open(path string, opts Options) (*Vault, error) {
@@ -247,7 +304,7 @@ func open(path string, opts Options) (*Vault, error) {
 	if opts.Actor == "" {
 		opts.Actor = defaultActor()
 	}
-	v := &Vault{path: abs, actor: opts.Actor, db: db, rdb: rdb, ws: newStmtCache(db), rs: newStmtCache(rdb)}
+	v := &Vault{path: abs, actor: opts.Actor, auditKey: bytes.Clone(opts.AuditKey), db: db, rdb: rdb, ws: newStmtCache(db), rs: newStmtCache(rdb)}
 	v.r = cq{c: v.rs}
 	return v, nil
 }

@@ -26,6 +26,7 @@ type env struct {
 	json   bool   // --json
 	vault  string // --vault, "" when not given
 	home   string // AVFS_HOME or ~/.avfs
+	akey   []byte // the audit key, once loaded (auditKey)
 	// printed is set once a command has printed its JSON document, so that an
 	// error after it does not print a second one.
 	printed bool

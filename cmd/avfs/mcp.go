@@ -45,8 +45,12 @@ func mcpCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
+			store, err := e.store()
+			if err != nil {
+				return err
+			}
 			srv := mcpserver.New(mcpserver.Config{
-				Store: e.store(), Vault: e.vaultName(), Version: version,
+				Store: store, Vault: e.vaultName(), Version: version,
 				NewRunner:  func(context.Context) (*runner.Runner, error) { return e.proxyRunner(c) },
 				GrantProof: func() (func(vault.Approval) (string, error), error) { return grantProof(c, cfg) },
 				Forward:    e.forwardToWorkspace,

@@ -134,7 +134,7 @@ approval; nothing is verified, since eval runs nothing.`,
 			// that cannot be opened (none yet) has none: the command is then
 			// decided as in a vault without them.
 			var ws engine.Workspace
-			if v, err := e.store().Open(c.Context, e.vaultName()); err == nil {
+			if v, err := e.readStore().Open(c.Context, e.vaultName()); err == nil {
 				defer v.Close()
 				ws = runner.Workspace(v)
 			}

@@ -62,7 +62,7 @@ func proxyExecCommand(e *env) *cli.Command {
 		&cli.DurationFlag{Name: "wait", Value: runner.DefaultBusyWait, Usage: "wait up to `DURATION` while another run or a writer mount holds the vault (then fail with vault_busy)"},
 		&cli.StringFlag{Name: "explain", Usage: "add the policy trace: notes, fails or full"},
 		&cli.StringFlag{Name: "sandbox", Usage: "hold the command in `MODE`: auto (namespaces where the kernel allows them, else none, said in the envelope), namespaces (or fail with exit 125), or none (the host's whole authority) (default: sandbox.mode of the config, else auto)"},
-		&cli.BoolFlag{Name: "allow-writable-trust", Usage: "without a sandbox, run even though the command could rewrite the config, policy or approver keys avfs trusts"},
+		&cli.BoolFlag{Name: "allow-writable-trust", Usage: "without a sandbox, run even though the command could rewrite the config, policy, approver keys or audit key avfs trusts"},
 		&cli.BoolFlag{Name: "readonly", Usage: "the command can change nothing: the vault is mounted read-only (a materialised copy is thrown away), so no checkpoint is taken"},
 	}
 	return &cli.Command{
@@ -198,16 +198,21 @@ func (e *env) proxyRunner(c *cli.Context) (*runner.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	store, err := e.store()
+	if err != nil {
+		return nil, err
+	}
 	exe, _ := os.Executable() // for the run's guard and the sandbox's init
-	return &runner.Runner{Store: e.store(), LoadPolicy: load, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key, ApproverPublicKey: pub,
+	return &runner.Runner{Store: store, LoadPolicy: load, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key, ApproverPublicKey: pub,
 		RunDir: filepath.Join(e.home, "run"), Sandbox: sb, Trusted: trustedPaths(e.home, cfg, opts)}, nil
 }
 
 // trustedPaths are the files and directories whose content decides what
 // proxy exec allows: the config, the policy directory and bundles, the
-// bundle verification key and the approver keys.
+// bundle verification key and the approver keys; and the audit key, whose
+// holder can rewrite the vaults' audit logs unnoticed.
 func trustedPaths(home string, cfg config, opts bundles.Options) []string {
-	paths := []string{configPath(home), opts.HomePolicyDir, cfg.Approval.KeyFile, cfg.Approval.PublicKeyFile}
+	paths := []string{configPath(home), opts.HomePolicyDir, cfg.Approval.KeyFile, cfg.Approval.PublicKeyFile, auditKeyPath(home)}
 	paths = append(paths, opts.Paths...)
 	if fileExists(opts.VerificationKey) {
 		paths = append(paths, opts.VerificationKey)

@@ -39,7 +39,10 @@ func vaultCommand(e *env) *cli.Command {
 					if err != nil {
 						return err
 					}
-					s := e.store()
+					s, err := e.store()
+					if err != nil {
+						return err
+					}
 					v, err := s.Create(c.Context, a[0])
 					if err != nil {
 						return err
@@ -69,7 +72,7 @@ func vaultCommand(e *env) *cli.Command {
 					if _, err := args(c, 0, 0, ""); err != nil {
 						return err
 					}
-					s := e.store()
+					s := e.readStore()
 					listed, err := s.List(c.Context)
 					if err != nil {
 						return err
@@ -120,7 +123,7 @@ func vaultCommand(e *env) *cli.Command {
 					if err != nil {
 						return err
 					}
-					if err := e.store().Use(c.Context, a[0]); err != nil {
+					if err := e.readStore().Use(c.Context, a[0]); err != nil {
 						return err
 					}
 					return e.emit(map[string]string{"current": a[0]}, func(w io.Writer) error {
@@ -168,7 +171,11 @@ func vaultCommand(e *env) *cli.Command {
 							return err
 						}
 					}
-					if err := e.store().Delete(c.Context, a[0], c.Bool("force")); err != nil {
+					s, err := e.store()
+					if err != nil {
+						return err
+					}
+					if err := s.Delete(c.Context, a[0], c.Bool("force")); err != nil {
 						return err
 					}
 					return e.emit(map[string]string{"deleted": a[0]}, func(w io.Writer) error {
@@ -186,7 +193,11 @@ func vaultCommand(e *env) *cli.Command {
 					if err != nil {
 						return err
 					}
-					info, err := e.store().ForkInfo(c.Context, a[0], a[1])
+					s, err := e.store()
+					if err != nil {
+						return err
+					}
+					info, err := s.ForkInfo(c.Context, a[0], a[1])
 					if err != nil {
 						return err
 					}
@@ -205,7 +216,10 @@ func vaultCommand(e *env) *cli.Command {
 					if err != nil {
 						return err
 					}
-					s := e.store()
+					s, err := e.store()
+					if err != nil {
+						return err
+					}
 					if err := s.Detach(c.Context, a[0]); err != nil {
 						return err
 					}

@@ -13,8 +13,20 @@ import (
 )
 
 // store returns the vault store of the state directory; every change the
-// CLI makes is audited as "cli:<login>".
-func (e *env) store() *vault.Store {
+// CLI makes is audited as "cli:<login>", each audit row with its MAC under
+// the installation's audit key (made on first use; audit_key_invalid when
+// the key file cannot be trusted).
+func (e *env) store() (*vault.Store, error) {
+	key, err := e.auditKey(true)
+	if err != nil {
+		return nil, err
+	}
+	return vault.NewStore(e.home, vault.Options{Actor: "cli:" + cliUser(), AuditKey: key}), nil
+}
+
+// readStore is the store for what only reads vaults and the current
+// vault's name: it needs no audit key.
+func (e *env) readStore() *vault.Store {
 	return vault.NewStore(e.home, vault.Options{Actor: "cli:" + cliUser()})
 }
 
@@ -31,13 +43,17 @@ func (e *env) vaultName() string {
 	if e.vault != "" {
 		return e.vault
 	}
-	return e.store().Current()
+	return e.readStore().Current()
 }
 
 // openNamed opens the vault called name; the default vault is created on
 // first use, any other missing vault is vault_not_found.
 func (e *env) openNamed(c *cli.Context, name string) (*vault.Vault, error) {
-	return e.store().OpenOrCreate(c.Context, name)
+	s, err := e.store()
+	if err != nil {
+		return nil, err
+	}
+	return s.OpenOrCreate(c.Context, name)
 }
 
 // namedOrSelected is the vault named by the command's optional NAME

@@ -313,7 +313,10 @@ func runWorkspaceServe(c *cli.Context, e *env, arg string) error {
 	if _, err := reg.Bind(dir, name, time.Now()); err != nil {
 		return err
 	}
-	store := e.store()
+	store, err := e.store()
+	if err != nil {
+		return err
+	}
 	v, err := store.Open(ctx, name)
 	var imported *wire.TransferCount
 	if wire.HasCode(err, wire.CodeVaultNotFound) {
@@ -464,7 +467,7 @@ func runWorkspaceDown(ctx context.Context, e *env, o workspaceDownOptions) (wire
 		if mount.IsMounted(dir) {
 			return st, wire.Errorf(wire.CodeMountBusy, "workspace down --export: %s is still mounted (detached and in use): nothing exported", dir).With("dir", dir)
 		}
-		v, err := e.store().Open(ctx, b.Vault)
+		v, err := e.readStore().Open(ctx, b.Vault)
 		if err != nil {
 			return st, err
 		}
@@ -516,7 +519,11 @@ func (e *env) restore(ctx context.Context, name, ref string) (vault.RestoreResul
 	if ws != nil {
 		return serverRestore(ctx, ws.Socket, wire.RestoreRequest{Vault: name, Checkpoint: ref})
 	}
-	v, err := e.store().OpenOrCreate(ctx, name)
+	s, err := e.store()
+	if err != nil {
+		return vault.RestoreResult{}, err
+	}
+	v, err := s.OpenOrCreate(ctx, name)
 	if err != nil {
 		return vault.RestoreResult{}, err
 	}
