@@ -15,14 +15,14 @@ import (
 // Version is one recorded state of a file. The latest version of a live
 // file is its current content.
 type Version struct {
-	N      int64     `json:"version"`
-	Path   string    `json:"path"`
-	Op     string    `json:"op"` // create, write, truncate, chmod, delete, revert, restore, copy, import
-	Time   time.Time `json:"time"`
-	Kind   Kind      `json:"kind"`
-	Mode   uint32    `json:"mode"`
-	Size   int64     `json:"size"`
-	Target string    `json:"target,omitempty"`
+	N      int64         `json:"version"`
+	Path   string        `json:"path"`
+	Op     string        `json:"op"` // create, write, truncate, chmod, delete, revert, restore, copy, import
+	Time   time.Time     `json:"time"`
+	Kind   Kind          `json:"kind"`
+	Mode   wire.FileMode `json:"mode"` // "0644" in JSON
+	Size   int64         `json:"size"`
+	Target string        `json:"target,omitempty"`
 	ino    int64
 	chunks []byte
 }
@@ -65,7 +65,7 @@ func (t *txn) recordVersionAt(in *inode, path, op string) error {
 		}
 		t.noteVersion(in.ino, lv) // N 0: the file has no history
 	}
-	if last != nil && (last.Op == "delete") == (op == "delete") && last.Kind == in.kind && last.Mode == in.mode &&
+	if last != nil && (last.Op == "delete") == (op == "delete") && last.Kind == in.kind && uint32(last.Mode) == in.mode &&
 		last.Size == in.size && last.Target == in.target && bytes.Equal(last.chunks, in.chunks) {
 		return nil
 	}
@@ -82,7 +82,7 @@ func (t *txn) recordVersionAt(in *inode, path, op string) error {
 	if in.fresh {
 		in.lastVersion = n + 1
 	}
-	t.noteVersion(in.ino, Version{N: n + 1, Op: op, Kind: in.kind, Mode: in.mode, Size: in.size, Target: in.target, chunks: bytes.Clone(in.chunks)})
+	t.noteVersion(in.ino, Version{N: n + 1, Op: op, Kind: in.kind, Mode: wire.FileMode(in.mode), Size: in.size, Target: in.target, chunks: bytes.Clone(in.chunks)})
 	return nil
 }
 
@@ -237,7 +237,7 @@ func (v *Vault) Revert(ctx context.Context, path string, to int64) (Version, err
 			if _, _, ok, _ := lookupDentry(ctx, t.tx, dir, name); ok {
 				return wire.Errorf(wire.CodeAlreadyExists, "%s exists; move it away to bring the old file back", target)
 			}
-			in = &inode{ino: ino, kind: ver.Kind, mode: ver.Mode, uid: uint32(uidNow()), gid: uint32(gidNow()), nlink: 1, mtime: t.now, ctime: t.now, atime: t.now, chunks: []byte{}, xattrs: []byte{}}
+			in = &inode{ino: ino, kind: ver.Kind, mode: uint32(ver.Mode), uid: uint32(uidNow()), gid: uint32(gidNow()), nlink: 1, mtime: t.now, ctime: t.now, atime: t.now, chunks: []byte{}, xattrs: []byte{}}
 			in.size, in.chunks, in.target = ver.Size, ver.chunks, ver.Target
 			if err := t.checkGrowth(in, in.size); err != nil {
 				return err
@@ -261,7 +261,7 @@ func (v *Vault) Revert(ctx context.Context, path string, to int64) (Version, err
 			if err := t.checkGrowth(in, ver.Size); err != nil {
 				return err
 			}
-			in.mode, in.size, in.chunks, in.target = ver.Mode, ver.Size, ver.chunks, ver.Target
+			in.mode, in.size, in.chunks, in.target = uint32(ver.Mode), ver.Size, ver.chunks, ver.Target
 			in.mtime, in.ctime = t.now, t.now
 			if err := t.saveInode(in); err != nil {
 				return err

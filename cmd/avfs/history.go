@@ -49,7 +49,7 @@ func historyCommands(e *env) []*cli.Command {
 					return e.emit(versionLog{Path: a[0], Versions: vs}, func(w io.Writer) error {
 						rows := make([]string, len(vs))
 						for i, ver := range vs {
-							rows[i] = fmt.Sprintf("%d\t%s\t%s\t%s\t%d\t%s", ver.N, ver.Time.Local().Format(timeFmt), ver.Op, modeString(ver.Kind, ver.Mode), ver.Size, ver.Path)
+							rows[i] = fmt.Sprintf("%d\t%s\t%s\t%s\t%d\t%s", ver.N, ver.Time.Local().Format(timeFmt), ver.Op, modeString(ver.Kind, uint32(ver.Mode)), ver.Size, ver.Path)
 						}
 						return table(w, "VERSION\tTIME\tOP\tMODE\tSIZE\tPATH", rows)
 					})
