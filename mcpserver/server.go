@@ -125,7 +125,7 @@ func ptr[T any](v T) *T { return &v }
 
 // schemaFor is the JSON schema of T as the SDK infers it, with the types
 // that marshal themselves described as they appear on the wire: a vault
-// kind is a string, and an envelope's error object is open to its details
+// kind and a file mode are strings, and an envelope's error object is open to its details
 // (merged beside code and message by wire.ErrorBody.MarshalJSON).
 func schemaFor[T any]() *jsonschema.Schema {
 	s, err := jsonschema.For[T](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
@@ -137,7 +137,8 @@ func schemaFor[T any]() *jsonschema.Schema {
 			},
 			Required: []string{"code", "message"},
 		},
-		reflect.TypeFor[vault.Kind](): {Type: "string", Enum: []any{"file", "dir", "symlink", "fifo", "socket"}},
+		reflect.TypeFor[vault.Kind]():    {Type: "string", Enum: []any{"file", "dir", "symlink", "fifo", "socket"}},
+		reflect.TypeFor[wire.FileMode](): {Type: "string", Pattern: "^[0-7]{4}$", Description: "permission bits, four octal digits (\"0644\")"},
 	}})
 	if err != nil {
 		panic(fmt.Sprintf("mcpserver: the schema of %T: %v", *new(T), err)) // a programming error, caught by every test

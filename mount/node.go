@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"avfs/vault"
+	"avfs/wire"
 )
 
 // fsys is what every node of one mount shares.
@@ -73,7 +74,7 @@ type pendingCreate struct {
 // attr is what the vault will hold for the new file.
 func (p *pendingCreate) attr() vault.Attr {
 	t := p.spec.Time
-	return vault.Attr{Ino: p.spec.Ino, Kind: vault.KindFile, Mode: p.spec.Mode & 0o7777, UID: p.spec.UID, GID: p.spec.GID,
+	return vault.Attr{Ino: p.spec.Ino, Kind: vault.KindFile, Mode: wire.FileMode(p.spec.Mode & 0o7777), UID: p.spec.UID, GID: p.spec.GID,
 		Nlink: 1, Mtime: t, Ctime: t, Atime: t}
 }
 
@@ -264,7 +265,7 @@ func fillAttr(a vault.Attr, out *fuse.Attr) {
 	out.Size = uint64(a.Size)
 	out.Blocks = (uint64(a.Size) + 511) / 512
 	out.Blksize = 4096
-	out.Mode = kindMode(a.Kind) | a.Mode
+	out.Mode = kindMode(a.Kind) | uint32(a.Mode)
 	out.Nlink = a.Nlink
 	out.Rdev = uint32(a.Rdev)
 	out.Owner = fuse.Owner{Uid: a.UID, Gid: a.GID}
@@ -721,7 +722,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		if err != nil {
 			return errno(err)
 		}
-		mode := a.Mode&^0o777 | perm
+		mode := uint32(a.Mode)&^0o777 | perm
 		if _, err := n.fsys.store.SetAttr(ctx, n.ino, vault.SetAttr{Mode: &mode}); err != nil {
 			return errno(err)
 		}

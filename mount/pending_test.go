@@ -113,7 +113,7 @@ func TestCreateCommitsAtFirstFlush(t *testing.T) {
 		if err := g.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if e, err := s.v.Stat(ctx, c.path); err != nil || e.Mode != uint32(c.mode) || e.Size != 4 {
+		if e, err := s.v.Stat(ctx, c.path); err != nil || uint32(e.Mode) != uint32(c.mode) || e.Size != 4 {
 			t.Fatalf("%s: %s = %+v, %v", c.name, c.path, e, err)
 		}
 	}

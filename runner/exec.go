@@ -840,11 +840,12 @@ func processReport(pr ProcResult) *wire.ProcessReport {
 	return p
 }
 
-func octal(m *uint32) string {
+// octal is a change's mode as the envelope writes it: "" when absent.
+func octal(m *wire.FileMode) string {
 	if m == nil {
 		return ""
 	}
-	return fmt.Sprintf("%04o", *m)
+	return m.String()
 }
 
 func wireChanges(cs []vault.Change) []wire.Change {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"path/filepath"
 	"strconv"
 
 	"avfs/wire"
@@ -200,18 +201,56 @@ func (v *Vault) Check(ctx context.Context) (CheckReport, error) {
 	return rep, err
 }
 
-// GCResult says what GC removed.
-type GCResult struct {
-	Rows       int64 `json:"rows_removed"`
-	Chunks     int64 `json:"chunks_removed"`
-	BytesFreed int64 `json:"bytes_freed"`
-	FileBefore int64 `json:"file_size_before"`
-	FileAfter  int64 `json:"file_size_after"`
-	// ForksReleased counts the pins of forks that never completed (killed
-	// while being made) released first, FilesRemoved the temporary files
-	// of such forks removed from the vaults directory.
-	ForksReleased int64 `json:"forks_released"`
-	FilesRemoved  int64 `json:"fork_files_removed"`
+// GCResult says what GC removed, or, from GCDryRun, what it would remove.
+type GCResult = wire.GCCounts
+
+// gcPlan is what gc frees, as planGC selects it.
+type gcPlan struct {
+	rows   int64   // inode and directory-entry rows that nothing needs
+	chunks []int64 // ids of the chunks that no row kept refers to
+	bytes  int64   // their stored bytes
+}
+
+// planGC selects, read in q, what gc frees: the rows unpinnedRows selects
+// (taking the pins of the forks in ignorePins as released) and the chunks
+// that no other row refers to: not the rows kept (live state, checkpoints,
+// fork pins, marks) nor history. It is the one selection of both GC, which
+// then deletes what it returns in the same transaction, and GCDryRun,
+// which only counts it. Cost: a scan of the inodes, dentries, versions and
+// chunks tables, and a set of every referenced hash in memory.
+func planGC(ctx context.Context, q querier, ignorePins []string) (gcPlan, error) {
+	var p gcPlan
+	for _, tbl := range []string{"inodes", "dentries"} {
+		cond, args := unpinnedRows(tbl, ignorePins)
+		var n int64
+		if err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+tbl+" WHERE "+cond, args...).Scan(&n); err != nil {
+			return p, err
+		}
+		p.rows += n
+	}
+	cond, args := unpinnedRows("inodes", ignorePins)
+	refs, err := hashesIn(ctx, q, sqlQuery{sql: "SELECT chunks FROM inodes WHERE kind = 1 AND NOT (" + cond + ")", args: args},
+		sqlQuery{sql: "SELECT chunks FROM versions WHERE kind = 1"})
+	if err != nil {
+		return p, err
+	}
+	rows, err := q.QueryContext(ctx, "SELECT id, hash, size FROM chunks")
+	if err != nil {
+		return p, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, size int64
+		var h []byte
+		if err := rows.Scan(&id, &h, &size); err != nil {
+			return p, err
+		}
+		if _, ok := refs[string(h)]; !ok {
+			p.chunks = append(p.chunks, id)
+			p.bytes += size
+		}
+	}
+	return p, rows.Err()
 }
 
 // GC removes metadata rows that no checkpoint or fork needs and chunks that
@@ -221,6 +260,7 @@ type GCResult struct {
 // It first releases the pins of forks that never completed and removes
 // their temporary files (recoverForks), so that what they pinned is freed;
 // forks under way in another process and completed forks keep theirs.
+// What it frees is what planGC selects, in the transaction that frees it.
 func (v *Vault) GC(ctx context.Context) (GCResult, error) {
 	var res GCResult
 	rec, err := v.recoverForks(ctx)
@@ -231,48 +271,19 @@ func (v *Vault) GC(ctx context.Context) (GCResult, error) {
 	before, _ := v.Info(ctx)
 	res.FileBefore = before.FileSize
 	err = v.update(ctx, "gc", func(t *txn) error {
-		var rowsBefore, rowsAfter int64
-		count := func(n *int64) error {
-			return t.tx.QueryRowContext(ctx, "SELECT (SELECT COUNT(*) FROM inodes) + (SELECT COUNT(*) FROM dentries)").Scan(n)
-		}
-		if err := count(&rowsBefore); err != nil {
+		plan, err := planGC(ctx, t.tx, nil)
+		if err != nil {
 			return err
 		}
 		if err := dropUnpinnedRows(ctx, t.tx, 0); err != nil {
 			return err
 		}
-		if err := count(&rowsAfter); err != nil {
-			return err
-		}
-		res.Rows = rowsBefore - rowsAfter
-		refs, err := referencedHashes(ctx, t.tx)
-		if err != nil {
-			return err
-		}
-		rows, err := t.tx.QueryContext(ctx, "SELECT id, hash, size FROM chunks")
-		if err != nil {
-			return err
-		}
-		var drop []int64
-		for rows.Next() {
-			var id, size int64
-			var h []byte
-			if err := rows.Scan(&id, &h, &size); err != nil {
-				rows.Close()
-				return err
-			}
-			if _, ok := refs[string(h)]; !ok {
-				drop = append(drop, id)
-				res.BytesFreed += size
-			}
-		}
-		rows.Close()
-		for _, id := range drop {
+		for _, id := range plan.chunks {
 			if _, err := t.tx.ExecContext(ctx, "DELETE FROM chunks WHERE id = ?", id); err != nil {
 				return err
 			}
 		}
-		res.Chunks = int64(len(drop))
+		res.Rows, res.Chunks, res.BytesFreed = plan.rows, int64(len(plan.chunks)), plan.bytes
 		t.audit("gc", "/", map[string]any{"rows_removed": res.Rows, "chunks_removed": res.Chunks, "bytes_freed": res.BytesFreed})
 		return nil
 	})
@@ -288,5 +299,52 @@ func (v *Vault) GC(ctx context.Context) (GCResult, error) {
 	_, _ = v.db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)") // VACUUM wrote the whole file into the WAL
 	after, _ := v.Info(ctx)
 	res.FileAfter = after.FileSize
+	return res, nil
+}
+
+// GCDryRun says what GC would free now, changing nothing: in one read
+// transaction, the pins of forks that never completed that GC would
+// release (deadForkPins) and what planGC would then select with those pins
+// taken as released; and the temporary files of ended forks GC would
+// remove. The vault file, its rows and the vaults directory are left as
+// they are (it takes and drops the flocks of forks' temporary files, as a
+// recovery does, to tell dead forks from live ones). Run just before GC,
+// with nothing written between, its counts are GC's.
+func (v *Vault) GCDryRun(ctx context.Context) (GCResult, error) {
+	res := GCResult{DryRun: true}
+	dir := filepath.Dir(v.path)
+	info, err := v.Info(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.FileBefore, res.FileAfter = info.FileSize, info.FileSize
+	err = v.view(ctx, "gc dry run", func(q querier, _ state) error {
+		d, dead, err := deadForkPins(ctx, q, dir)
+		if _, ferr := d.finish(false); err == nil {
+			err = ferr
+		}
+		if err != nil {
+			return err
+		}
+		ignore := make([]string, len(dead))
+		for i, p := range dead {
+			ignore[i] = p.uuid
+		}
+		plan, err := planGC(ctx, q, ignore)
+		if err != nil {
+			return err
+		}
+		res.ForksReleased = int64(len(dead))
+		res.Rows, res.Chunks, res.BytesFreed = plan.rows, int64(len(plan.chunks)), plan.bytes
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	n, err := sweepForkTmps(dir, false)
+	if err != nil {
+		return res, wire.Errorf(wire.CodeHostIO, "gc dry run: look at temporary files: %w", err)
+	}
+	res.FilesRemoved = int64(n)
 	return res, nil
 }

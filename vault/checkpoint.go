@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"avfs/wire"
@@ -309,18 +310,35 @@ func (v *Vault) PruneCheckpoints(ctx context.Context, keep int, before time.Time
 // g is 0) that no checkpoint, fork or mark needs any more.
 func dropUnpinnedRows(ctx context.Context, q querier, g int64) error {
 	for _, tbl := range []string{"inodes", "dentries"} {
-		cond := ""
-		args := []any{live}
+		cond, args := unpinnedRows(tbl, nil)
 		if g > 0 {
-			cond = " AND gen_from <= ? AND gen_to > ?"
+			cond += " AND gen_from <= ? AND gen_to > ?"
 			args = append(args, g, g)
 		}
-		if _, err := q.ExecContext(ctx, `DELETE FROM `+tbl+` WHERE gen_to < ?`+cond+`
-			AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.gen >= `+tbl+`.gen_from AND c.gen < `+tbl+`.gen_to)
-			AND NOT EXISTS (SELECT 1 FROM forks f WHERE f.gen >= `+tbl+`.gen_from AND f.gen < `+tbl+`.gen_to)
-			AND NOT EXISTS (SELECT 1 FROM marks m WHERE m.gen >= `+tbl+`.gen_from AND m.gen < `+tbl+`.gen_to)`, args...); err != nil {
+		if _, err := q.ExecContext(ctx, `DELETE FROM `+tbl+` WHERE `+cond, args...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// unpinnedRows returns the SQL condition, and its arguments, that selects
+// the rows of tbl (inodes or dentries) no longer needed: closed rows
+// visible at no generation a checkpoint, fork pin or mark holds. The pins
+// of the forks whose uuids are in ignorePins are taken as released. It is
+// the one definition of such rows, for deleting them and for counting
+// them (gc and its dry run).
+func unpinnedRows(tbl string, ignorePins []string) (string, []any) {
+	args := []any{live}
+	forks := ""
+	if len(ignorePins) > 0 {
+		forks = " AND f.uuid NOT IN (?" + strings.Repeat(", ?", len(ignorePins)-1) + ")"
+		for _, u := range ignorePins {
+			args = append(args, u)
+		}
+	}
+	return `gen_to < ?
+			AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.gen >= ` + tbl + `.gen_from AND c.gen < ` + tbl + `.gen_to)
+			AND NOT EXISTS (SELECT 1 FROM forks f WHERE f.gen >= ` + tbl + `.gen_from AND f.gen < ` + tbl + `.gen_to` + forks + `)
+			AND NOT EXISTS (SELECT 1 FROM marks m WHERE m.gen >= ` + tbl + `.gen_from AND m.gen < ` + tbl + `.gen_to)`, args
 }

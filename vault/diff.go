@@ -12,13 +12,13 @@ import (
 
 // Change is one path that differs between two states of a vault.
 type Change struct {
-	Path       string  `json:"path"` // vault-absolute
-	Op         string  `json:"op"`   // added, modified or deleted
-	Kind       Kind    `json:"kind"`
-	SizeBefore *int64  `json:"size_before"`
-	SizeAfter  *int64  `json:"size_after"`
-	ModeBefore *uint32 `json:"mode_before"`
-	ModeAfter  *uint32 `json:"mode_after"`
+	Path       string         `json:"path"` // vault-absolute
+	Op         string         `json:"op"`   // added, modified or deleted
+	Kind       Kind           `json:"kind"`
+	SizeBefore *int64         `json:"size_before"`
+	SizeAfter  *int64         `json:"size_after"`
+	ModeBefore *wire.FileMode `json:"mode_before"` // "0644" in JSON; null when added
+	ModeAfter  *wire.FileMode `json:"mode_after"`  // null when deleted
 }
 
 // Diff lists what changed from checkpoint from to checkpoint to; an empty
@@ -339,11 +339,11 @@ func unchanged(a, b *inode) bool {
 func changeOf(p, op string, a, b *inode) Change {
 	c := Change{Path: p, Op: op}
 	if a != nil {
-		sz, md := a.size, a.mode
+		sz, md := a.size, wire.FileMode(a.mode)
 		c.Kind, c.SizeBefore, c.ModeBefore = a.kind, &sz, &md
 	}
 	if b != nil {
-		sz, md := b.size, b.mode
+		sz, md := b.size, wire.FileMode(b.mode)
 		c.Kind, c.SizeAfter, c.ModeAfter = b.kind, &sz, &md
 	}
 	return c

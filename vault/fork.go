@@ -413,9 +413,36 @@ func (s *Store) unregisterFork(ctx context.Context, parent, uuid string) error {
 // referencedHashes returns every chunk hash the vault's rows refer to: all
 // inode generations kept and all history versions.
 func referencedHashes(ctx context.Context, q querier) (map[string]struct{}, error) {
+	return hashesIn(ctx, q, sqlQuery{sql: "SELECT chunks FROM inodes WHERE kind = 1"}, sqlQuery{sql: "SELECT chunks FROM versions WHERE kind = 1"})
+}
+
+// sqlQuery is a query with its arguments.
+type sqlQuery struct {
+	sql  string
+	args []any
+}
+
+// hashesIn returns every chunk hash in the content maps the queries
+// select (a column of content maps each), the zero hash of holes left out.
+func hashesIn(ctx context.Context, q querier, queries ...sqlQuery) (map[string]struct{}, error) {
 	set := map[string]struct{}{}
-	for _, query := range []string{"SELECT chunks FROM inodes WHERE kind = 1", "SELECT chunks FROM versions WHERE kind = 1"} {
-		if err := addHashes(ctx, q, query, set); err != nil {
+	for _, query := range queries {
+		rows, err := q.QueryContext(ctx, query.sql, query.args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var b []byte
+			if err := rows.Scan(&b); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			for i := 0; i+hashLen <= len(b); i += hashLen {
+				set[string(b[i:i+hashLen])] = struct{}{}
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
 			return nil, err
 		}
 	}

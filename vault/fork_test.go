@@ -59,7 +59,7 @@ func TestForkIsolationDetachAndGC(t *testing.T) {
 	if _, err := parent.Remove(ctx, "/big.bin", false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := parent.Prune(ctx, 1); err != nil {
+	if _, err := parent.Prune(ctx, PruneOptions{Keep: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := parent.GC(ctx); err != nil {

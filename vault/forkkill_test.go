@@ -177,13 +177,21 @@ func TestForkKilled(t *testing.T) {
 				f.Close()
 			}
 			fUUID := vaultUUIDOf(t, s, "f")
-			if _, err := v.Prune(ctx, 1); err != nil {
+			if _, err := v.Prune(ctx, PruneOptions{Keep: 1}); err != nil {
 				t.Fatal(err)
 			}
 
+			dry, err := v.GCDryRun(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
 			res, err := v.GC(ctx)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if dry.Rows != res.Rows || dry.Chunks != res.Chunks || dry.BytesFreed != res.BytesFreed ||
+				dry.ForksReleased != res.ForksReleased || dry.FilesRemoved != res.FilesRemoved {
+				t.Errorf("gc's dry run said %+v, gc freed %+v", dry, res)
 			}
 			if want := int64(b2i(ph.pinned && !ph.done)); res.ForksReleased != want {
 				t.Errorf("gc released %d pins, want %d", res.ForksReleased, want)
@@ -349,7 +357,7 @@ func TestSweepForkTmps(t *testing.T) {
 	touch(filepath.Base(tmp) + "-wal")
 	kept = append(kept, filepath.Base(tmp), filepath.Base(tmp)+"-wal")
 
-	n, err := sweepForkTmps(dir)
+	n, err := sweepForkTmps(dir, true)
 	if err != nil || n != 1 {
 		t.Fatalf("sweep removed %d temporary files (%v), want 1", n, err)
 	}
@@ -368,7 +376,7 @@ func TestSweepForkTmps(t *testing.T) {
 	}
 	// Once its process lets go, the fork's files go too.
 	lock.Close()
-	if n, err := sweepForkTmps(dir); err != nil || n != 1 {
+	if n, err := sweepForkTmps(dir, true); err != nil || n != 1 {
 		t.Fatalf("second sweep removed %d (%v), want 1", n, err)
 	}
 }

@@ -224,40 +224,65 @@ type deadForks struct {
 }
 
 // releaseDeadForks deletes, in the transaction t, the pins of the forks
-// that never completed and never will (see "Forks that never completed"):
-// a pin whose temporary file in dir is gone or can be locked, and whose
-// NAME.avfs is missing or another vault than the pin's uuid. It keeps the
-// pin when a live process holds the temporary file, when NAME.avfs is the
-// fork, and whenever it cannot tell (a name or uuid that is not one avfs
-// writes, a temporary file that is not a regular file of this user, a
-// NAME.avfs it cannot read): it never releases a pin it has not proved
-// dead. Each release is audited (vault.fork_released).
+// that never completed and never will, as deadForkPins judges them. Each
+// release is audited (vault.fork_released).
 //
 // It returns the locks it took; the caller hands them to finish once the
-// transaction has ended, committed or not. Cost: one query of the forks
-// table and, per pin, an open(2) of its temporary file (normally missing),
-// a stat(2) of its vault file and, when that exists, a read-only open of
-// it to read its uuid.
+// transaction has ended, committed or not.
 func (t *txn) releaseDeadForks(dir string) (*deadForks, error) {
-	d := &deadForks{locks: map[string]*os.File{}}
-	type pin struct{ uuid, name string }
-	var pins []pin
-	rows, err := t.tx.QueryContext(t.ctx, "SELECT uuid, name FROM forks")
+	d, dead, err := deadForkPins(t.ctx, t.tx, dir)
 	if err != nil {
 		return d, err
 	}
+	for _, p := range dead {
+		if _, err := t.tx.ExecContext(t.ctx, "DELETE FROM forks WHERE uuid = ?", p.uuid); err != nil {
+			return d, err
+		}
+		t.audit("vault.fork_released", "/", map[string]any{"fork_uuid": p.uuid, "fork": p.name, "reason": "the fork never completed"})
+		d.released = append(d.released, p.uuid)
+	}
+	return d, nil
+}
+
+// forkPin is a row of the forks table.
+type forkPin struct{ uuid, name string }
+
+// deadForkPins returns, read in q, the pins of the forks that never
+// completed and never will (see "Forks that never completed"): a pin
+// whose temporary file in dir is gone or can be locked, and whose
+// NAME.avfs is missing or another vault than the pin's uuid. It keeps the
+// pin out when a live process holds the temporary file, when NAME.avfs is
+// the fork, and whenever it cannot tell (a name or uuid that is not one
+// avfs writes, a temporary file that is not a regular file of this user, a
+// NAME.avfs it cannot read): it never judges dead a pin it has not proved
+// dead. It changes nothing: releaseDeadForks releases what it returns, gc's
+// dry run counts it.
+//
+// It returns the locks it took on temporary files (d.released is empty);
+// the caller hands them to finish. Cost: one query of the forks table and,
+// per pin, an open(2) of its temporary file (normally missing), a stat(2)
+// of its vault file and, when that exists, a read-only open of it to read
+// its uuid.
+func deadForkPins(ctx context.Context, q querier, dir string) (*deadForks, []forkPin, error) {
+	d := &deadForks{locks: map[string]*os.File{}}
+	var pins []forkPin
+	rows, err := q.QueryContext(ctx, "SELECT uuid, name FROM forks")
+	if err != nil {
+		return d, nil, err
+	}
 	for rows.Next() {
-		var p pin
+		var p forkPin
 		if err := rows.Scan(&p.uuid, &p.name); err != nil {
 			rows.Close()
-			return d, err
+			return d, nil, err
 		}
 		pins = append(pins, p)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return d, err
+		return d, nil, err
 	}
+	var dead []forkPin
 	for _, p := range pins {
 		if ValidName(p.name) != nil || !validUUID(p.uuid) {
 			continue
@@ -272,19 +297,15 @@ func (t *txn) releaseDeadForks(dir string) (*deadForks, error) {
 			continue // under way, or not ours to judge
 		}
 		// The forking process has ended: did it link its fork into place?
-		switch u, err := vaultUUID(t.ctx, filepath.Join(dir, p.name+fileExt)); {
+		switch u, err := vaultUUID(ctx, filepath.Join(dir, p.name+fileExt)); {
 		case err != nil:
 			continue
 		case u == p.uuid:
 			continue
 		}
-		if _, err := t.tx.ExecContext(t.ctx, "DELETE FROM forks WHERE uuid = ?", p.uuid); err != nil {
-			return d, err
-		}
-		t.audit("vault.fork_released", "/", map[string]any{"fork_uuid": p.uuid, "fork": p.name, "reason": "the fork never completed"})
-		d.released = append(d.released, p.uuid)
+		dead = append(dead, p)
 	}
-	return d, nil
+	return d, dead, nil
 }
 
 // vaultUUID returns the uuid of the vault file at path, "" when there is
@@ -334,9 +355,11 @@ func (d *deadForks) finish(committed bool) (int, error) {
 // the exact form .NAME.UUID.tmp[-wal|-shm|-journal], regular files of this
 // user, never following a symlink, and never the file of a fork under
 // way. Removing the file of a fork that is still pinned is safe: a pin
-// with no temporary file is judged by its vault file alone. Cost: one
-// readdir of dir, and a lock attempt per temporary file found.
-func sweepForkTmps(dir string) (int, error) {
+// with no temporary file is judged by its vault file alone. With remove
+// false it removes nothing and counts the temporary files it would remove
+// (gc's dry run). Cost: one readdir of dir, and a lock attempt per
+// temporary file found.
+func sweepForkTmps(dir string, remove bool) (int, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -368,11 +391,19 @@ func sweepForkTmps(dir string) (int, error) {
 			}
 			continue
 		}
+		if !remove {
+			errs = append(errs, lock.Close())
+			n++
+			continue
+		}
 		if err := removeForkTmp(tmp, lock); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		n++
+	}
+	if !remove {
+		return n, errors.Join(errs...)
 	}
 	// Side files whose temporary file is gone: a fork's side files exist
 	// only while its temporary file does, except while whoever removes
@@ -427,7 +458,7 @@ func (v *Vault) recoverForks(ctx context.Context) (ForkRecovery, error) {
 	if err != nil {
 		return rec, errors.Join(err, ferr)
 	}
-	n, serr := sweepForkTmps(dir)
+	n, serr := sweepForkTmps(dir, true)
 	rec.FilesRemoved += n
 	if err := errors.Join(ferr, serr); err != nil {
 		return rec, wire.Errorf(wire.CodeHostIO, "recover forks: remove temporary files: %w", err)

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"io"
+	"math"
 	"time"
 
 	"avfs/wire"
@@ -14,14 +15,14 @@ import (
 // Version is one recorded state of a file. The latest version of a live
 // file is its current content.
 type Version struct {
-	N      int64     `json:"version"`
-	Path   string    `json:"path"`
-	Op     string    `json:"op"` // create, write, truncate, chmod, delete, revert, restore, copy, import
-	Time   time.Time `json:"time"`
-	Kind   Kind      `json:"kind"`
-	Mode   uint32    `json:"mode"`
-	Size   int64     `json:"size"`
-	Target string    `json:"target,omitempty"`
+	N      int64         `json:"version"`
+	Path   string        `json:"path"`
+	Op     string        `json:"op"` // create, write, truncate, chmod, delete, revert, restore, copy, import
+	Time   time.Time     `json:"time"`
+	Kind   Kind          `json:"kind"`
+	Mode   wire.FileMode `json:"mode"` // "0644" in JSON
+	Size   int64         `json:"size"`
+	Target string        `json:"target,omitempty"`
 	ino    int64
 	chunks []byte
 }
@@ -64,7 +65,7 @@ func (t *txn) recordVersionAt(in *inode, path, op string) error {
 		}
 		t.noteVersion(in.ino, lv) // N 0: the file has no history
 	}
-	if last != nil && (last.Op == "delete") == (op == "delete") && last.Kind == in.kind && last.Mode == in.mode &&
+	if last != nil && (last.Op == "delete") == (op == "delete") && last.Kind == in.kind && uint32(last.Mode) == in.mode &&
 		last.Size == in.size && last.Target == in.target && bytes.Equal(last.chunks, in.chunks) {
 		return nil
 	}
@@ -81,7 +82,7 @@ func (t *txn) recordVersionAt(in *inode, path, op string) error {
 	if in.fresh {
 		in.lastVersion = n + 1
 	}
-	t.noteVersion(in.ino, Version{N: n + 1, Op: op, Kind: in.kind, Mode: in.mode, Size: in.size, Target: in.target, chunks: bytes.Clone(in.chunks)})
+	t.noteVersion(in.ino, Version{N: n + 1, Op: op, Kind: in.kind, Mode: wire.FileMode(in.mode), Size: in.size, Target: in.target, chunks: bytes.Clone(in.chunks)})
 	return nil
 }
 
@@ -236,7 +237,7 @@ func (v *Vault) Revert(ctx context.Context, path string, to int64) (Version, err
 			if _, _, ok, _ := lookupDentry(ctx, t.tx, dir, name); ok {
 				return wire.Errorf(wire.CodeAlreadyExists, "%s exists; move it away to bring the old file back", target)
 			}
-			in = &inode{ino: ino, kind: ver.Kind, mode: ver.Mode, uid: uint32(uidNow()), gid: uint32(gidNow()), nlink: 1, mtime: t.now, ctime: t.now, atime: t.now, chunks: []byte{}, xattrs: []byte{}}
+			in = &inode{ino: ino, kind: ver.Kind, mode: uint32(ver.Mode), uid: uint32(uidNow()), gid: uint32(gidNow()), nlink: 1, mtime: t.now, ctime: t.now, atime: t.now, chunks: []byte{}, xattrs: []byte{}}
 			in.size, in.chunks, in.target = ver.Size, ver.chunks, ver.Target
 			if err := t.checkGrowth(in, in.size); err != nil {
 				return err
@@ -260,7 +261,7 @@ func (v *Vault) Revert(ctx context.Context, path string, to int64) (Version, err
 			if err := t.checkGrowth(in, ver.Size); err != nil {
 				return err
 			}
-			in.mode, in.size, in.chunks, in.target = ver.Mode, ver.Size, ver.chunks, ver.Target
+			in.mode, in.size, in.chunks, in.target = uint32(ver.Mode), ver.Size, ver.chunks, ver.Target
 			in.mtime, in.ctime = t.now, t.now
 			if err := t.saveInode(in); err != nil {
 				return err
@@ -280,27 +281,102 @@ func (v *Vault) Revert(ctx context.Context, path string, to int64) (Version, err
 	return result, err
 }
 
-// PruneResult says what Prune removed.
-type PruneResult struct {
-	Versions int64 `json:"versions_removed"`
+// PruneOptions says which versions Prune removes. A version is removed
+// only when every rule given says so: it is not among the newest Keep of
+// its file, and it is older than OlderThan. The newest version of every
+// file (its current content, or its deletion) is always kept, and so is a
+// version that holds the state of the file at a checkpoint.
+type PruneOptions struct {
+	Keep      int64         // versions kept per file, newest first (0: not given)
+	OlderThan time.Duration // versions younger than this are kept (0: not given)
+	DryRun    bool          // select and report, remove nothing
 }
 
-// Prune keeps the newest keep versions of every file (at least 1) and
-// removes the rest. Chunks they alone used are freed by GC.
-func (v *Vault) Prune(ctx context.Context, keep int64) (PruneResult, error) {
-	if keep < 1 {
-		return PruneResult{}, wire.Errorf(wire.CodeInvalidInput, "prune: --keep must be at least 1")
-	}
+// PruneResult says what Prune removed, or with DryRun would remove.
+type PruneResult struct {
+	Versions int64                // versions removed
+	Bytes    int64                // the sum of their sizes
+	Removed  []wire.PrunedVersion // them, by file (inode) then version; never nil
+}
+
+// Prune removes old versions of every file, as opts says; chunks they
+// alone used are freed by GC. It fails with invalid_input when neither
+// rule is given or one is negative. With DryRun it changes nothing and
+// returns what it would remove. Both runs select with prunable.
+func (v *Vault) Prune(ctx context.Context, opts PruneOptions) (PruneResult, error) {
 	var res PruneResult
+	if opts.Keep < 0 || opts.OlderThan < 0 || (opts.Keep == 0 && opts.OlderThan == 0) {
+		return res, wire.Errorf(wire.CodeInvalidInput, "prune: give --keep N (at least 1) or --older-than DURATION")
+	}
+	if opts.DryRun {
+		err := v.view(ctx, "prune history", func(q querier, _ state) error {
+			keys, list, err := prunable(ctx, q, opts, time.Now())
+			res.Versions, res.Removed = int64(len(keys)), list
+			for _, p := range list {
+				res.Bytes += p.Size
+			}
+			return err
+		})
+		return res, err
+	}
 	err := v.update(ctx, "prune history", func(t *txn) error {
-		r, err := t.tx.ExecContext(ctx, `DELETE FROM versions WHERE (ino, n) IN (
-			SELECT ino, n FROM (SELECT ino, n, ROW_NUMBER() OVER (PARTITION BY ino ORDER BY n DESC) AS rn FROM versions) WHERE rn > ?)`, keep)
+		keys, list, err := prunable(ctx, t.tx, opts, time.Unix(0, t.now))
 		if err != nil {
 			return err
 		}
-		res.Versions, _ = r.RowsAffected()
-		t.audit("prune", "/", map[string]any{"keep": keep, "versions_removed": res.Versions})
+		for i, k := range keys {
+			if _, err := t.tx.ExecContext(ctx, "DELETE FROM versions WHERE ino = ? AND n = ?", k[0], k[1]); err != nil {
+				return err
+			}
+			res.Bytes += list[i].Size
+		}
+		res.Versions, res.Removed = int64(len(keys)), list
+		details := map[string]any{"versions_removed": res.Versions}
+		if opts.Keep > 0 {
+			details["keep"] = opts.Keep
+		}
+		if opts.OlderThan > 0 {
+			details["older_than_s"] = int64(opts.OlderThan / time.Second)
+		}
+		t.audit("prune", "/", details)
 		return nil
 	})
 	return res, err
+}
+
+// prunable selects, read in q, the versions Prune removes as of now (see
+// PruneOptions): their keys (ino, n) and, in the same order, what the
+// result lists of them. A version holds a file's state at a checkpoint
+// when the inode row visible at the checkpoint's generation has its kind,
+// mode, size, target and content map.
+func prunable(ctx context.Context, q querier, opts PruneOptions, now time.Time) ([][2]int64, []wire.PrunedVersion, error) {
+	keep := max(opts.Keep, 1)
+	cutoff := int64(math.MaxInt64)
+	if opts.OlderThan > 0 {
+		cutoff = now.Add(-opts.OlderThan).UnixNano()
+	}
+	rows, err := q.QueryContext(ctx, `SELECT v.ino, v.n, v.path, v.op, v.time_ns, v.size FROM
+		(SELECT ino, n, path, op, time_ns, kind, mode, size, target, chunks,
+			ROW_NUMBER() OVER (PARTITION BY ino ORDER BY n DESC) AS rn FROM versions) v
+		WHERE v.rn > ? AND v.time_ns < ?
+		AND NOT EXISTS (SELECT 1 FROM checkpoints c JOIN inodes i ON i.ino = v.ino AND i.gen_from <= c.gen AND i.gen_to > c.gen
+			WHERE i.kind = v.kind AND i.mode = v.mode AND i.size = v.size AND i.target = v.target AND i.chunks = v.chunks)
+		ORDER BY v.ino, v.n`, keep, cutoff)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var keys [][2]int64
+	list := []wire.PrunedVersion{}
+	for rows.Next() {
+		var k [2]int64
+		var p wire.PrunedVersion
+		var ns int64
+		if err := rows.Scan(&k[0], &k[1], &p.Path, &p.Op, &ns, &p.Size); err != nil {
+			return nil, nil, err
+		}
+		p.Version, p.Time = k[1], time.Unix(0, ns).UTC()
+		keys, list = append(keys, k), append(list, p)
+	}
+	return keys, list, rows.Err()
 }

@@ -61,7 +61,7 @@ func TestHistoryLogRevertPrune(t *testing.T) {
 	if _, err := v.ReadVersion(ctx, "/f", 99, &b); !wire.HasCode(err, wire.CodeVersionNotFound) {
 		t.Fatalf("missing version: %v", err)
 	}
-	res, err := v.Prune(ctx, 2)
+	res, err := v.Prune(ctx, PruneOptions{Keep: 2})
 	if err != nil || res.Versions == 0 {
 		t.Fatalf("prune %+v %v", res, err)
 	}

@@ -331,7 +331,7 @@ func (v *Vault) ExportWith(ctx context.Context, vaultPath, hostPath string, opt 
 			if d.top == "" {
 				rel = strings.TrimPrefix(e.Path[len(vaultPath):], "/")
 			}
-			mode := e.Mode & 0o7777
+			mode := uint32(e.Mode) & 0o7777
 			if e.Kind == KindFile && !opt.PreserveSetid {
 				mode &^= 0o6000
 			}

@@ -82,18 +82,18 @@ func (k *Kind) UnmarshalText(b []byte) error {
 
 // Attr are an inode's attributes.
 type Attr struct {
-	Ino    uint64    `json:"ino"`
-	Kind   Kind      `json:"kind"`
-	Mode   uint32    `json:"mode"` // permission bits (07777)
-	UID    uint32    `json:"uid"`
-	GID    uint32    `json:"gid"`
-	Size   int64     `json:"size"`
-	Nlink  uint32    `json:"nlink"`
-	Mtime  time.Time `json:"mtime"`
-	Ctime  time.Time `json:"ctime"`
-	Atime  time.Time `json:"atime"`
-	Target string    `json:"target,omitempty"` // symlink target
-	Rdev   uint64    `json:"rdev,omitempty"`   // device number of a chardev or blockdev node
+	Ino    uint64        `json:"ino"`
+	Kind   Kind          `json:"kind"`
+	Mode   wire.FileMode `json:"mode"` // permission bits (07777), "0644" in JSON
+	UID    uint32        `json:"uid"`
+	GID    uint32        `json:"gid"`
+	Size   int64         `json:"size"`
+	Nlink  uint32        `json:"nlink"`
+	Mtime  time.Time     `json:"mtime"`
+	Ctime  time.Time     `json:"ctime"`
+	Atime  time.Time     `json:"atime"`
+	Target string        `json:"target,omitempty"` // symlink target
+	Rdev   uint64        `json:"rdev,omitempty"`   // device number of a chardev or blockdev node
 }
 
 // FileMode returns the attributes as an os.FileMode.
@@ -149,7 +149,7 @@ type inode struct {
 }
 
 func (in *inode) attr() Attr {
-	a := Attr{Ino: uint64(in.ino), Kind: in.kind, Mode: in.mode, UID: in.uid, GID: in.gid, Size: in.size,
+	a := Attr{Ino: uint64(in.ino), Kind: in.kind, Mode: wire.FileMode(in.mode), UID: in.uid, GID: in.gid, Size: in.size,
 		Nlink: uint32(in.nlink), Mtime: time.Unix(0, in.mtime), Ctime: time.Unix(0, in.ctime), Atime: time.Unix(0, in.atime), Target: in.target}
 	if in.kind.Device() {
 		a.Rdev, _ = strconv.ParseUint(in.target, 10, 64)

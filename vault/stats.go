@@ -69,7 +69,7 @@ func (v *Vault) Stats(ctx context.Context) (wire.VaultStats, error) {
 		}
 		out.Storage.FreeBytes = pageSize * free
 		// Which chunks the live state, and anything at all, refers to.
-		live, err := hashesOf(ctx, q, "SELECT chunks FROM inodes WHERE kind = 1 AND gen_to = "+liveSQL)
+		live, err := hashesIn(ctx, q, sqlQuery{sql: "SELECT chunks FROM inodes WHERE kind = 1 AND gen_to = " + liveSQL})
 		if err != nil {
 			return err
 		}
@@ -111,29 +111,4 @@ func (v *Vault) Stats(ctx context.Context) (wire.VaultStats, error) {
 		}
 	}
 	return out, nil
-}
-
-// hashesOf collects the chunk hashes of the chunk lists query returns.
-func hashesOf(ctx context.Context, q querier, query string) (map[string]struct{}, error) {
-	set := map[string]struct{}{}
-	return set, addHashes(ctx, q, query, set)
-}
-
-// addHashes adds to set the chunk hashes of the chunk lists query returns.
-func addHashes(ctx context.Context, q querier, query string, set map[string]struct{}) error {
-	rows, err := q.QueryContext(ctx, query)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			return err
-		}
-		for i := 0; i+hashLen <= len(b); i += hashLen {
-			set[string(b[i:i+hashLen])] = struct{}{}
-		}
-	}
-	return rows.Err()
 }

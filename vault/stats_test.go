@@ -44,7 +44,7 @@ func TestStats(t *testing.T) {
 	if _, err := v.DeleteCheckpoint(ctx, "one"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Prune(ctx, 1); err != nil {
+	if _, err := v.Prune(ctx, PruneOptions{Keep: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if st, err = v.Stats(ctx); err != nil || st.History.OnlyBytes != 0 || st.Storage.Unreferenced != 1 {

@@ -405,9 +405,9 @@ func (v *Vault) Unsynced(ctx context.Context, dir string, since time.Time) (int,
 			seen++
 			mode := hostMode(fi)
 			if kind == KindFile && e.Kind == KindFile {
-				mode = syncedMode(mode, e.Mode, fi, since)
+				mode = syncedMode(mode, uint32(e.Mode), fi, since)
 			}
-			changed := e.Kind != kind || kind != KindSymlink && e.Mode != mode
+			changed := e.Kind != kind || kind != KindSymlink && uint32(e.Mode) != mode
 			switch {
 			case changed:
 			case kind == KindFile:

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"avfs/wire"
 )
 
 // avfsBin is the binary under test: $AVFS_BIN, else built once by TestMain.
@@ -178,13 +180,13 @@ func (a *avfs) cat(args ...string) string {
 
 // entry is the JSON form of vault.Entry that the tests read.
 type entry struct {
-	Path   string `json:"path"`
-	Name   string `json:"name"`
-	Kind   string `json:"kind"`
-	Mode   uint32 `json:"mode"`
-	Size   int64  `json:"size"`
-	Target string `json:"target"`
-	Mtime  string `json:"mtime"`
+	Path   string        `json:"path"`
+	Name   string        `json:"name"`
+	Kind   string        `json:"kind"`
+	Mode   wire.FileMode `json:"mode"` // "0644": a number fails to decode
+	Size   int64         `json:"size"`
+	Target string        `json:"target"`
+	Mtime  string        `json:"mtime"`
 }
 
 func (a *avfs) ls(args ...string) []string {
@@ -472,7 +474,7 @@ func TestWriteCatBinaryRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	equal(t, "size", e.Size, int64(len(data)))
-	equal(t, "mode", e.Mode, uint32(0o600))
+	equal(t, "mode", e.Mode, wire.FileMode(0o600))
 	equal(t, "kind", e.Kind, "file")
 	if got := a.cat("/bin/all-bytes"); got != string(data) {
 		t.Fatalf("raw cat differs: %d bytes", len(got))
@@ -512,13 +514,13 @@ func TestFileCommands(t *testing.T) {
 	a.ok("mkdir", "--mode", "0700", "/private")
 	var st entry
 	a.into(&st, "stat", "/private")
-	equal(t, "mkdir --mode", st.Mode, uint32(0o700))
+	equal(t, "mkdir --mode", st.Mode, wire.FileMode(0o700))
 
 	a.write("hello", "/a/b/c/file.txt")
 	a.write("#!/bin/sh\necho hi\n", "/a/run.sh")
 	a.ok("chmod", "755", "/a/run.sh")
 	a.into(&st, "stat", "/a/run.sh")
-	equal(t, "chmod", st.Mode, uint32(0o755))
+	equal(t, "chmod", st.Mode, wire.FileMode(0o755))
 	a.fail(2, "usage", "chmod", "rwx", "/a/run.sh")
 	a.fail(1, "not_found", "chmod", "0644", "/nope")
 
@@ -564,7 +566,7 @@ func TestFileCommands(t *testing.T) {
 	a.ok("cp", "-r", "/a", "/copy")
 	equal(t, "copied content", a.cat("/copy/b/c/file.txt"), "hello")
 	a.into(&st, "stat", "/copy/run.sh")
-	equal(t, "copy keeps mode", st.Mode, uint32(0o755))
+	equal(t, "copy keeps mode", st.Mode, wire.FileMode(0o755))
 	a.ok("cp", "/a/run.sh", "/d") // into a directory
 	equalSlice(t, "cp into dir", a.ls("/d"), []string{"run.sh"})
 	a.ok("mv", "/copy/b/c/file.txt", "/moved.txt")
@@ -616,12 +618,12 @@ func TestImportExport(t *testing.T) {
 	equal(t, "imported symlinks", res.Symlinks, int64(2))
 	var st entry
 	a.into(&st, "stat", "/proj/run.sh")
-	equal(t, "mode kept", st.Mode, uint32(0o755))
+	equal(t, "mode kept", st.Mode, wire.FileMode(0o755))
 	if mt, err := time.Parse(time.RFC3339Nano, st.Mtime); err != nil || !mt.Equal(mtime) {
 		t.Fatalf("mtime: %s (%v)", st.Mtime, err)
 	}
 	a.into(&st, "stat", "/proj/sub")
-	equal(t, "dir mode kept", st.Mode, uint32(0o750))
+	equal(t, "dir mode kept", st.Mode, wire.FileMode(0o750))
 	a.into(&st, "stat", "/proj/escape")
 	equal(t, "outside link is a link", st.Kind, "symlink")
 	equal(t, "outside link target", st.Target, outside)

@@ -381,7 +381,7 @@ func filesCommands(e *env) []*cli.Command {
 							target = " -> " + en.Target
 						}
 						_, err := fmt.Fprintf(w, "path:  %s%s\nkind:  %s\nmode:  %s (%04o)\nsize:  %d\nowner: %d:%d\nlinks: %d\ninode: %d\nmtime: %s\nctime: %s\n",
-							en.Path, target, en.Kind, modeString(en.Kind, en.Mode), en.Mode, en.Size, en.UID, en.GID, en.Nlink, en.Ino,
+							en.Path, target, en.Kind, modeString(en.Kind, uint32(en.Mode)), en.Mode, en.Size, en.UID, en.GID, en.Nlink, en.Ino,
 							en.Mtime.Local().Format(timeFmt), en.Ctime.Local().Format(timeFmt))
 						return err
 					})
@@ -451,7 +451,7 @@ func longLine(en vault.Entry, human bool) string {
 	if human {
 		size = humanSize(en.Size)
 	}
-	return fmt.Sprintf("%s\t%s\t%s\t%s", modeString(en.Kind, en.Mode), size, en.Mtime.Local().Format(timeFmt), name)
+	return fmt.Sprintf("%s\t%s\t%s\t%s", modeString(en.Kind, uint32(en.Mode)), size, en.Mtime.Local().Format(timeFmt), name)
 }
 
 // withoutDotNames drops the entries whose names begin with a dot, as ls

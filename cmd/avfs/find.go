@@ -67,7 +67,7 @@ func vaultFindCommand(e *env) *cli.Command {
 						return err
 					}
 					res.Matches = append(res.Matches, wire.FindMatch{Path: en.Path, Type: en.Kind.String(), Size: en.Size,
-						Mode: fmt.Sprintf("%04o", en.Mode), Mtime: en.Mtime.UTC().Format(time.RFC3339), Target: en.Target})
+						Mode: en.Mode.String(), Mtime: en.Mtime.UTC().Format(time.RFC3339), Target: en.Target})
 					return nil
 				})
 				if err != nil || !e.json {

@@ -11,12 +11,6 @@ import (
 	"avfs/wire"
 )
 
-// gcResult is the JSON document of `avfs gc`.
-type gcResult struct {
-	Vault string `json:"vault"`
-	vault.GCResult
-}
-
 // checkResult is the JSON document of a passing `avfs vault check`.
 type checkResult struct {
 	Vault string `json:"vault"`
@@ -278,20 +272,29 @@ func runCheck(c *cli.Context, e *env, name string, v *vault.Vault) error {
 
 func gcCommand(e *env) *cli.Command {
 	return &cli.Command{
-		Name:      "gc",
-		Usage:     "remove data no checkpoint, version or fork needs and compact the vault",
-		UsageText: "avfs gc [--vault NAME]\n\nexample: avfs gc --vault work",
+		Name:  "gc",
+		Usage: "remove data no checkpoint, version or fork needs and compact the vault",
+		UsageText: "avfs gc [--vault NAME] [--dry-run]\n\n" +
+			"--dry-run says what gc would free (rows, chunks, bytes, pins of forks that never completed,\n" +
+			"their temporary files) and changes nothing.\n\n" +
+			"example: avfs gc --vault work --dry-run",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "say what would be freed, change nothing"}},
 		Action: func(c *cli.Context) error {
 			if _, err := args(c, 0, 0, ""); err != nil {
 				return err
 			}
 			name := e.vaultName()
 			return e.withNamed(c, name, func(v *vault.Vault) error {
-				res, err := v.GC(c.Context)
+				res, err := runGC(c, v)
 				if err != nil {
 					return err
 				}
-				return e.emit(gcResult{Vault: name, GCResult: res}, func(w io.Writer) error {
+				return e.emit(wire.GCResult{Vault: name, GCCounts: res}, func(w io.Writer) error {
+					if res.DryRun {
+						_, err := fmt.Fprintf(w, "would remove %d rows and %d chunks (%s), release %d pins of forks that never completed and remove %d temporary files; file %s\n",
+							res.Rows, res.Chunks, humanSize(res.BytesFreed), res.ForksReleased, res.FilesRemoved, humanSize(res.FileBefore))
+						return err
+					}
 					_, err := fmt.Fprintf(w, "removed %d rows and %d chunks (%s); file %s -> %s\n",
 						res.Rows, res.Chunks, humanSize(res.BytesFreed), humanSize(res.FileBefore), humanSize(res.FileAfter))
 					return err
@@ -299,6 +302,14 @@ func gcCommand(e *env) *cli.Command {
 			})
 		},
 	}
+}
+
+// runGC runs gc, or with --dry-run its dry run.
+func runGC(c *cli.Context, v *vault.Vault) (vault.GCResult, error) {
+	if c.Bool("dry-run") {
+		return v.GCDryRun(c.Context)
+	}
+	return v.GC(c.Context)
 }
 
 // unreadableWhy says in a few words why a vault list entry could not be

@@ -1,0 +1,23 @@
+package wire
+
+import (
+	"testing"
+	"time"
+)
+
+func TestGoldenGCResult(t *testing.T) {
+	checkGolden(t, "gc_result", GCResult{Vault: "work", GCCounts: GCCounts{Rows: 412, Chunks: 37, BytesFreed: 2424832,
+		FileBefore: 9437184, FileAfter: 6868992, ForksReleased: 1, FilesRemoved: 1}})
+	checkGolden(t, "gc_dry_run", GCResult{Vault: "work", GCCounts: GCCounts{DryRun: true, Rows: 412, Chunks: 37, BytesFreed: 2424832,
+		FileBefore: 9437184, FileAfter: 9437184, ForksReleased: 1, FilesRemoved: 1}})
+}
+
+func TestGoldenPruneResult(t *testing.T) {
+	at := time.Date(2026, 11, 20, 9, 30, 0, 0, time.UTC)
+	checkGolden(t, "prune_dry_run", PruneResult{Vault: "work", Keep: 5, OlderThan: "7d", DryRun: true, Removed: 2, Bytes: 5300,
+		Versions: []PrunedVersion{
+			{Path: "/notes.txt", Version: 1, Op: "create", Time: at, Size: 1200},
+			{Path: "/src/main.go", Version: 3, Op: "write", Time: at.Add(2 * time.Hour), Size: 4100},
+		}})
+	checkGolden(t, "prune_result", PruneResult{Vault: "work", Keep: 1, Removed: 0, Versions: []PrunedVersion{}})
+}
