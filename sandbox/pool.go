@@ -74,7 +74,7 @@ type Pool struct {
 	busy   int       // runs under way (see Busy)
 	quiet  time.Time // when the last run ended
 	armed  bool      // a wake is due
-	off    error // why nothing is prepared
+	off    error     // why nothing is prepared
 	stats  PoolStats
 	wg     sync.WaitGroup // preparations and discards under way
 	stop   chan struct{}  // ends the janitor
@@ -85,7 +85,7 @@ type preparedView struct {
 	spec      Spec     // the last run's, which the next one is prepared for
 	ready     *Process // prepared and waiting; nil when none
 	at        time.Time
-	used      time.Time // when a run last asked for this view
+	used      time.Time     // when a run last asked for this view
 	preparing chan struct{} // closed when the preparation under way ends; nil when none is
 	wanted    bool          // to be prepared once no run is under way
 }
