@@ -3,6 +3,7 @@ package vault
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"io"
 
 	"avfs/wire"
@@ -31,13 +32,14 @@ import (
 // vault's log from being folded into its file past its snapshot (a GC
 // meanwhile waits for it, up to the busy timeout, before it compacts).
 type FileReader struct {
-	v   *Vault
-	ctx context.Context
-	op  string  // names the reads in errors
-	tx  *sql.Tx // nil for literal content and once closed
-	q   querier
-	in  *inode // the content: size and chunk hashes; nil for literal content
-	lit []byte // literal content (a symlink version's target), when in is nil
+	v    *Vault
+	ctx  context.Context
+	op   string    // names the reads in errors
+	conn *sql.Conn // the transaction's connection; nil as tx is
+	tx   *sql.Tx   // nil for literal content and once closed
+	q    querier
+	in   *inode // the content: size and chunk hashes; nil for literal content
+	lit  []byte // literal content (a symlink version's target), when in is nil
 
 	off    int64  // the next byte Read returns
 	buf    []byte // content from bufOff on, fetched ahead of Read
@@ -105,23 +107,68 @@ func (v *Vault) OpenVersion(ctx context.Context, path string, n int64) (*FileRea
 }
 
 // openReader begins a read transaction and keeps it when pick finds content.
+//
+// The transaction has a connection of its own, which reads through a small
+// page cache (2 MiB) instead of the memory map the vault's connections use:
+// every page of a mapped file a process reads stays in its resident memory
+// while the map lasts, so streaming a file through the map grew a process
+// by the file's size, up to the map's 1 GiB; and a stream reads each page
+// once, so the usual 16 MB cache would only fill up. The connection gets
+// its map and cache back when the reader closes.
 func (v *Vault) openReader(ctx context.Context, op string, pick func(q querier) (*inode, []byte, error)) (*FileReader, error) {
-	tx, err := v.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	conn, err := v.rdb.Conn(ctx)
 	if err != nil {
+		return nil, storageErr(op, err)
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA mmap_size = 0; PRAGMA cache_size = -2048"); err != nil {
+		discardConn(conn)
+		return nil, storageErr(op, err)
+	}
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		releaseConn(conn)
 		return nil, storageErr(op, err)
 	}
 	q := cq{tx: tx, c: v.rs}
 	in, lit, err := pick(q)
 	if err != nil {
 		tx.Rollback()
+		releaseConn(conn)
 		return nil, wrapOp(op, err)
 	}
-	r := &FileReader{v: v, ctx: ctx, op: op, tx: tx, q: q, in: in, lit: lit}
+	r := &FileReader{v: v, ctx: ctx, op: op, conn: conn, tx: tx, q: q, in: in, lit: lit}
 	if in == nil {
-		tx.Rollback() // literal content: nothing more to read from the vault
-		r.tx = nil
+		r.release() // literal content: nothing more to read from the vault
 	}
 	return r, nil
+}
+
+// releaseConn gives conn its memory map and page cache back and returns it to the pool,
+// or closes it for good when that fails.
+func releaseConn(conn *sql.Conn) {
+	if _, err := conn.ExecContext(context.Background(), mmapPragma+"; PRAGMA cache_size = "+cacheSize); err != nil {
+		discardConn(conn)
+		return
+	}
+	_ = conn.Close()
+}
+
+// discardConn closes conn's SQLite connection instead of pooling it.
+func discardConn(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
+}
+
+// release ends the transaction and returns the connection.
+func (r *FileReader) release() {
+	if r.tx != nil {
+		_ = r.tx.Rollback()
+		r.tx = nil
+	}
+	if r.conn != nil {
+		releaseConn(r.conn)
+		r.conn = nil
+	}
 }
 
 // Size is the length of the content in bytes.
@@ -255,10 +302,7 @@ func (r *FileReader) Close() error {
 		return nil
 	}
 	r.closed = true
-	if r.tx != nil {
-		_ = r.tx.Rollback()
-		r.tx = nil
-	}
+	r.release()
 	r.buf = nil
 	return nil
 }
