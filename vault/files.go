@@ -150,32 +150,18 @@ func walkTree(ctx context.Context, q querier, e Entry, fn func(Entry) error) err
 	return nil
 }
 
-// ReadFile writes the content of the file at p (following symlinks) to w.
+// ReadFile writes the content of the file at p (following symlinks) to w,
+// as it was when the read began, a run of chunks at a time (see
+// FileReader), and returns the number of bytes written. It fails as OpenFile
+// does before writing anything; a failure later (a missing chunk, w's own:
+// host_io) may leave a prefix of the content written to w.
 func (v *Vault) ReadFile(ctx context.Context, p string, w io.Writer) (int64, error) {
-	p, err := CleanPath(p)
+	r, err := v.OpenFile(ctx, p)
 	if err != nil {
 		return 0, err
 	}
-	var n int64
-	err = v.view(ctx, "read "+p, func(q querier, _ state) error {
-		ino, err := v.resolve(ctx, q, p, true)
-		if err != nil {
-			return err
-		}
-		in, err := getInode(ctx, q, ino)
-		if err != nil {
-			return err
-		}
-		if in.kind == KindDir {
-			return wire.Errorf(wire.CodeIsDir, "%s is a directory", p).With("path", p)
-		}
-		if in.kind.special() {
-			return wire.Errorf(wire.CodeInvalidInput, "%s is a %s: it has no content to read", p, in.kind).With("path", p)
-		}
-		n, err = v.copyContent(ctx, q, in, w)
-		return err
-	})
-	return n, err
+	defer r.Close()
+	return r.WriteTo(w)
 }
 
 // WriteOptions tune WriteFile.

@@ -148,39 +148,15 @@ func pickVersion(vs []Version, n int64, path string) (Version, error) {
 	return Version{}, wire.Errorf(wire.CodeVersionNotFound, "%s has no version %d", path, n).With("path", path).With("version", n)
 }
 
-// ReadVersion writes version n of the file at path to w.
+// ReadVersion writes version n of the file at path to w, streaming as
+// ReadFile does; it fails as OpenVersion does before writing anything.
 func (v *Vault) ReadVersion(ctx context.Context, path string, n int64, w io.Writer) (int64, error) {
-	path, err := CleanPath(path)
+	r, err := v.OpenVersion(ctx, path, n)
 	if err != nil {
 		return 0, err
 	}
-	var written int64
-	err = v.view(ctx, "read version", func(q querier, _ state) error {
-		ino, err := v.historyIno(ctx, q, path)
-		if err != nil {
-			return err
-		}
-		vs, err := versionsOf(ctx, q, ino)
-		if err != nil {
-			return err
-		}
-		ver, err := pickVersion(vs, n, path)
-		if err != nil {
-			return err
-		}
-		if ver.Op == "delete" {
-			return wire.Errorf(wire.CodeVersionNotFound, "version %d of %s records its deletion; it has no content", n, path)
-		}
-		if ver.Kind == KindSymlink {
-			k, err := io.WriteString(w, ver.Target)
-			written = int64(k)
-			return err
-		}
-		in := &inode{kind: KindFile, size: ver.Size, chunks: ver.chunks}
-		written, err = v.copyContent(ctx, q, in, w)
-		return err
-	})
-	return written, err
+	defer r.Close()
+	return r.WriteTo(w)
 }
 
 // Revert makes version to (0: the one before the latest) the file's current

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"strings"
@@ -17,14 +15,6 @@ import (
 type listing struct {
 	Path    string        `json:"path"`
 	Entries []vault.Entry `json:"entries"`
-}
-
-// content is the JSON document of `avfs cat`.
-type content struct {
-	Path          string `json:"path"`
-	Version       int64  `json:"version,omitempty"`
-	Size          int64  `json:"size"`
-	ContentBase64 string `json:"content_base64"`
 }
 
 // removed is one path of `avfs rm`.
@@ -160,7 +150,14 @@ func filesCommands(e *env) []*cli.Command {
 			Name:      "cat",
 			Usage:     "print a file of the vault (raw bytes), or one of its versions",
 			UsageText: "avfs cat PATH [--version N]\n\nexample: avfs cat /notes.txt --version 2",
-			Flags:     []cli.Flag{&cli.Int64Flag{Name: "version", Usage: "print version `N` from the file's history (see avfs log)"}},
+			Description: "The content is streamed: avfs holds a few MiB of it at a time, whatever the file's size, and reads\n" +
+				"it from one snapshot of the vault (writes made meanwhile are not seen). With --json it prints one\n" +
+				"document {path, version, size, content_base64}, the content encoded as it is read.\n\n" +
+				"When the file cannot be read at all (not_found, is_a_directory, version_not_found) no content is\n" +
+				"printed (with --json, the error document is). When reading fails after output began (a damaged vault: integrity_failed), avfs exits\n" +
+				"non-zero with the error on stderr, and stdout holds a prefix of the content (with --json, an\n" +
+				"unfinished document).",
+			Flags: []cli.Flag{&cli.Int64Flag{Name: "version", Usage: "print version `N` from the file's history (see avfs log)"}},
 			Action: func(c *cli.Context) error {
 				a, err := args(c, 1, 1, "PATH")
 				if err != nil {
@@ -168,27 +165,29 @@ func filesCommands(e *env) []*cli.Command {
 				}
 				p := a[0]
 				return e.withVault(c, func(v *vault.Vault) error {
-					read := func(w io.Writer) (int64, error) {
-						if c.IsSet("version") {
-							return v.ReadVersion(c.Context, p, c.Int64("version"), w)
-						}
-						return v.ReadFile(c.Context, p, w)
+					var r *vault.FileReader
+					if c.IsSet("version") {
+						r, err = v.OpenVersion(c.Context, p, c.Int64("version"))
+					} else {
+						r, err = v.OpenFile(c.Context, p)
 					}
-					if !e.json {
-						// Buffer so that an error does not leave half a file on stdout.
-						var buf bytes.Buffer
-						if _, err := read(&buf); err != nil {
-							return err
-						}
-						_, err := e.stdout.Write(buf.Bytes())
-						return err
-					}
-					var buf bytes.Buffer
-					n, err := read(&buf)
 					if err != nil {
 						return err
 					}
-					return e.emit(content{Path: p, Version: c.Int64("version"), Size: n, ContentBase64: base64.StdEncoding.EncodeToString(buf.Bytes())}, nil)
+					defer r.Close()
+					if r.Size() > 1<<20 {
+						streamingGC()
+					}
+					if !e.json {
+						_, err := r.WriteTo(e.stdout)
+						return err
+					}
+					doc := wire.CatResult{Path: p, Version: c.Int64("version"), Size: r.Size()}
+					e.printed = true // the document has begun: a later error goes to stderr
+					return writeJSONBase64(e.stdout, doc, "content_base64", func(w io.Writer) error {
+						_, err := r.WriteTo(w)
+						return err
+					})
 				})
 			},
 		},

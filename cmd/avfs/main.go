@@ -64,3 +64,15 @@ func main() {
 	signal.Stop(sigs)
 	os.Exit(code)
 }
+
+// streamingGC sets Go's default GC target (100) back for a command that
+// streams data through the heap, unless GOGC or GOMEMLIMIT says otherwise.
+// `avfs cat` makes garbage as fast as it reads (the SQLite driver returns
+// each chunk in a new allocation): at startupGCPercent the heap grew to
+// five times its few live MiB, about 20 MiB more at its peak, for no time
+// saved. Measured on a 256 MiB file: peak RSS 57–75 MiB at 400, 48 at 100.
+func streamingGC() {
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetGCPercent(100)
+	}
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"avfs/wire"
 	"bufio"
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"golang.org/x/sys/unix"
@@ -80,4 +82,51 @@ func (e *env) confirm(question string) error {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// writeJSONBase64 writes v as writeJSON does, except that the string field
+// of v tagged field, which must be empty in v, holds the standard base64 of
+// the bytes content writes: they are encoded as they come, never held
+// whole. The output is byte for byte writeJSON's for v with that field set
+// (base64 has no character JSON escapes); TestWriteJSONBase64 pins it.
+//
+// field must be a top-level field of v. When content fails, what was
+// written so far (a prefix of the document) stays written and its error is
+// returned.
+func writeJSONBase64(w io.Writer, v any, field string, content func(w io.Writer) error) error {
+	var doc bytes.Buffer
+	if err := writeJSON(&doc, v); err != nil {
+		return err
+	}
+	// The indented field at the top level: a string value with the same
+	// text inside would be escaped (\"), so it cannot match.
+	mark := []byte("\n  \"" + field + "\": \"\"")
+	if bytes.Count(doc.Bytes(), mark) != 1 {
+		return wire.Errorf(wire.CodeInternal, "JSON document has no empty top-level field %q to stream", field)
+	}
+	i := bytes.Index(doc.Bytes(), mark) + len(mark) - 1 // at the closing quote
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if _, err := bw.Write(doc.Bytes()[:i]); err != nil {
+		return outputErr(err)
+	}
+	enc := base64.NewEncoder(base64.StdEncoding, bw)
+	if err := content(enc); err != nil {
+		_ = bw.Flush() // what was read is written: stdout holds the document's prefix
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return outputErr(err)
+	}
+	if _, err := bw.Write(doc.Bytes()[i:]); err != nil {
+		return outputErr(err)
+	}
+	return outputErr(bw.Flush())
+}
+
+// outputErr types a failure to write stdout (a closed pipe, a full disk).
+func outputErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return wire.Errorf(wire.CodeHostIO, "write output: %w", err)
 }
