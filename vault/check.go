@@ -209,6 +209,9 @@ type GCResult struct {
 	// of such forks removed from the vaults directory.
 	ForksReleased int64 `json:"forks_released"`
 	FilesRemoved  int64 `json:"fork_files_removed"`
+	// MarksReleased counts the marks runs that were killed left, dropped
+	// with their pins of checkpoints (none while a run is under way).
+	MarksReleased int64 `json:"marks_released"`
 }
 
 // GC removes metadata rows that no checkpoint or fork needs and chunks that
@@ -217,7 +220,9 @@ type GCResult struct {
 //
 // It first releases the pins of forks that never completed and removes
 // their temporary files (recoverForks), so that what they pinned is freed;
-// forks under way in another process and completed forks keep theirs.
+// forks under way in another process and completed forks keep theirs. The
+// marks of runs that were killed go too (a run under way keeps its own);
+// no checkpoint is deleted.
 func (v *Vault) GC(ctx context.Context) (GCResult, error) {
 	var res GCResult
 	rec, err := v.recoverForks(ctx)
@@ -235,6 +240,11 @@ func (v *Vault) GC(ctx context.Context) (GCResult, error) {
 		if err := count(&rowsBefore); err != nil {
 			return err
 		}
+		_, marks, err := releaseDeadMarks(t)
+		if err != nil {
+			return err
+		}
+		res.MarksReleased = int64(marks)
 		if err := dropUnpinnedRows(ctx, t.tx, 0); err != nil {
 			return err
 		}

@@ -24,6 +24,7 @@ const (
 	CodeVaultHasForks      Code = "vault_has_forks"       // delete refused: live forks borrow from this vault
 	CodeQuotaExceeded      Code = "quota_exceeded"        // the write would exceed a quota; nothing changed
 	CodeCheckpointNotFound Code = "checkpoint_not_found"  // no checkpoint by that id or name
+	CodeCheckpointPinned   Code = "checkpoint_pinned"     // delete refused: a run under way will roll back to the checkpoint
 	CodeVersionNotFound    Code = "version_not_found"     // no such version in a file's history
 	CodeIntegrity          Code = "integrity_failed"      // vault check or audit verify found problems
 	CodeHostIO             Code = "host_io"               // reading or writing the host file system failed
