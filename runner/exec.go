@@ -42,8 +42,9 @@ const (
 // before its checkpoint to after its change summary, so that runs on one
 // vault take turns: a checkpoint, a change summary and a rollback only ever
 // see the run's own changes, and materialised copies never overwrite each
-// other's changes.
-const LockExec = "exec"
+// other's changes. Its checkpoint is pinned meanwhile (see
+// vault.SaveCheckpointMarked): nobody deletes what it rolls back to.
+const LockExec = vault.LockRun
 
 // Mount modes.
 const (
@@ -497,27 +498,33 @@ func (x *execution) lock(ctx context.Context) error {
 // asks for, and the mark the change summary starts from. A program that
 // is on no PATH entry runs nothing: no checkpoint for it. Nor does a
 // read-only run get one, whatever the decision: it cannot change the
-// vault.
+// vault. The checkpoint and the mark are taken in one transaction, the
+// mark pinning the checkpoint until the run ends (the mark's release):
+// a concurrent `checkpoint delete` or prune cannot take away what
+// --rollback-on-failure restores.
 func (x *execution) checkpoint(ctx context.Context) error {
 	v, req, res := x.v, x.req, x.res
+	// A read-only run changes nothing (and holds no lock to mark under).
+	if req.Readonly {
+		x.out.Timing.CheckpointMS = ms(time.Since(x.started))
+		return nil
+	}
 	missing := req.Shell == "" && Missing(req.Argv[0], x.r.environment(req, x.view, "/", x.out.ID), req.Mountpoint)
-	if !missing && !req.Readonly && (res.Decision == wire.AllowWithCheckpoint || res.Decision == wire.RequireApproval || req.RollbackOnFailure) {
-		c, err := v.SaveCheckpoint(ctx, x.out.ID, "before proxy exec "+x.out.ID)
+	var m vault.Mark
+	var err error
+	if !missing && (res.Decision == wire.AllowWithCheckpoint || res.Decision == wire.RequireApproval || req.RollbackOnFailure) {
+		var c vault.Checkpoint
+		c, m, err = v.SaveCheckpointMarked(ctx, x.out.ID, "before proxy exec "+x.out.ID, x.out.ID)
 		if err != nil {
 			return err
 		}
 		x.cp = &c
 		x.out.Checkpoint = &wire.CheckpointRef{ID: c.ID, Name: c.Name}
+	} else if m, err = v.Mark(ctx, x.out.ID); err != nil {
+		return err
 	}
-	// A read-only run changes nothing (and holds no lock to mark under).
-	if !req.Readonly {
-		m, err := v.Mark(ctx, x.out.ID)
-		if err != nil {
-			return err
-		}
-		x.mark = &m
-		x.later(func(ctx context.Context) { v.Release(ctx, m) })
-	}
+	x.mark = &m
+	x.later(func(ctx context.Context) { v.Release(ctx, m) })
 	x.out.Timing.CheckpointMS = ms(time.Since(x.started))
 	return nil
 }
