@@ -323,6 +323,9 @@ func (x *execution) check(context.Context) error {
 	if _, err := x.r.sandboxMode(x.req); err != nil {
 		return err
 	}
+	if err := x.r.checkEnv(x.req); err != nil {
+		return err
+	}
 	if x.req.ApprovalTTL <= 0 {
 		x.req.ApprovalTTL = DefaultTTL
 	}
@@ -779,6 +782,47 @@ func (r *Runner) environment(req Request, vw view, mnt, id string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkEnv fails with invalid_input, naming the entry and where it comes
+// from (details: key "proxy.env" or "--env", env the variable's name),
+// when a variable the command would be given holds a NUL byte: in an
+// entry of proxy.env or --env, or in the host's value a KEY entry or the
+// allow-list takes. No process can be given one, and a run must learn
+// that before any workspace work (a checkpoint, a mount).
+func (r *Runner) checkEnv(req Request) error {
+	bad := func(where, name, what string) error {
+		return wire.Errorf(wire.CodeInvalidInput, "proxy exec: %s entry %q: %s holds a NUL byte; a command's environment cannot", where, name, what).
+			With("key", where).With("env", name)
+	}
+	for _, k := range envAllow {
+		if val, ok := lookupOK(r.HostEnv, k); ok && strings.IndexByte(val, 0) >= 0 {
+			return bad("host environment", k, "its value")
+		}
+	}
+	for _, src := range []struct {
+		where   string
+		entries []string
+	}{{"proxy.env", r.ExtraEnv}, {"--env", req.Env}} {
+		for _, kv := range src.entries {
+			k, val, has := strings.Cut(kv, "=")
+			if k == "" || slices.Contains(secretEnv, k) {
+				continue // never passed (see environment)
+			}
+			name := strings.ReplaceAll(k, "\x00", `\0`)
+			switch {
+			case strings.IndexByte(k, 0) >= 0:
+				return bad(src.where, name, "its name")
+			case has && strings.IndexByte(val, 0) >= 0:
+				return bad(src.where, name, "its value")
+			case !has:
+				if hv, ok := lookupOK(r.HostEnv, k); ok && strings.IndexByte(hv, 0) >= 0 {
+					return bad(src.where, name, "the host's value it takes")
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func lookupOK(env []string, key string) (string, bool) {
