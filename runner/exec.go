@@ -227,10 +227,18 @@ func (r *Runner) exec(ctx context.Context, req Request, out *wire.Envelope) int 
 	}
 	x := &execution{r: r, req: req, out: out}
 	defer x.release(context.WithoutCancel(ctx))
-	stages := []struct {
-		name string
-		run  func(context.Context) error
-	}{
+	return x.through(ctx, x.stages())
+}
+
+// stage is one step of a run: a method of its execution.
+type stage struct {
+	name string
+	run  func(context.Context) error
+}
+
+// stages are the stages of a run, in order.
+func (x *execution) stages() []stage {
+	return []stage{
 		{"request", x.check},
 		{"open", x.open},
 		{"decide", x.decide},
@@ -241,6 +249,11 @@ func (r *Runner) exec(ctx context.Context, req Request, out *wire.Envelope) int 
 		{"unmount", x.unmount},
 		{"summary", x.summarize},
 	}
+}
+
+// through runs the stages in order until one fails (x.fail) or ends the
+// run, and returns the run's exit status.
+func (x *execution) through(ctx context.Context, stages []stage) int {
 	for _, s := range stages {
 		if err := s.run(ctx); err != nil {
 			return x.fail(s.name, err)
@@ -264,7 +277,8 @@ type execution struct {
 	policy  func() (*engine.Policy, error)
 	probe   func() error // the sandbox probe, under auto and namespaces
 	view    view
-	res     wire.PolicyResult
+	res     wire.PolicyResult // the decision, once decided
+	decided bool              // the policy decided (res holds its decision)
 	digest  string
 	details map[string]any // of the audit event
 	busy    time.Time      // until when to wait for the vault
@@ -298,11 +312,34 @@ func (x *execution) release(ctx context.Context) {
 
 // fail makes err, from stage, the envelope's error: exit 125. A *wire.Error
 // keeps its code; the message says which stage failed unless it does.
+//
+// A failure after the policy decided (a mount, the host's file system, the
+// vault) reports the decision made and the rules that fired beside the
+// error: what was decided is not undone by what failed after. One before
+// it reports deny, as newEnvelope does, with no reasons or those saying
+// why nothing could be decided (the command did not parse, the policy did
+// not load).
 func (x *execution) fail(stage string, err error) int {
 	if !strings.HasPrefix(err.Error(), "proxy exec: ") {
 		err = fmt.Errorf("proxy exec: %s: %w", stage, err)
 	}
+	if x.decided {
+		x.reportDecision()
+	}
 	return fail(x.out, err)
+}
+
+// reportDecision puts the decision made, x.res, in the envelope.
+func (x *execution) reportDecision() {
+	res := x.res
+	x.out.Decision = res.Decision
+	x.out.Policy = wire.PolicyReport{Reasons: res.Reasons, Bundles: res.Bundles, Trace: res.Trace, EvalUS: res.EvalUS}
+	if x.out.Policy.Reasons == nil {
+		x.out.Policy.Reasons = []wire.Reason{}
+	}
+	if x.out.Policy.Bundles == nil {
+		x.out.Policy.Bundles = []wire.BundleInfo{}
+	}
 }
 
 // check validates the request.
@@ -396,9 +433,8 @@ func (x *execution) decide(ctx context.Context) error {
 	for _, c := range input.Commands {
 		x.programs = append(x.programs, c.Program)
 	}
-	x.res = res
-	x.out.Decision = res.Decision
-	x.out.Policy = wire.PolicyReport{Reasons: res.Reasons, Bundles: res.Bundles, Trace: res.Trace, EvalUS: res.EvalUS}
+	x.res, x.decided = res, true
+	x.reportDecision()
 	x.out.Timing.PolicyMS = ms(time.Since(x.started))
 	x.digest = x.r.digest(req, cwd, x.info.Name, res.Bundles, x.view.input.Mode)
 	x.details = map[string]any{"id": x.out.ID, "decision": res.Decision, "argv": req.Argv, "shell": req.Shell, "reasons": reasonIDs(res.Reasons)}
