@@ -42,8 +42,9 @@ const (
 // before its checkpoint to after its change summary, so that runs on one
 // vault take turns: a checkpoint, a change summary and a rollback only ever
 // see the run's own changes, and materialised copies never overwrite each
-// other's changes.
-const LockExec = "exec"
+// other's changes. Its checkpoint is pinned meanwhile (see
+// vault.SaveCheckpointMarked): nobody deletes what it rolls back to.
+const LockExec = vault.LockRun
 
 // Mount modes.
 const (
@@ -226,10 +227,18 @@ func (r *Runner) exec(ctx context.Context, req Request, out *wire.Envelope) int 
 	}
 	x := &execution{r: r, req: req, out: out}
 	defer x.release(context.WithoutCancel(ctx))
-	stages := []struct {
-		name string
-		run  func(context.Context) error
-	}{
+	return x.through(ctx, x.stages())
+}
+
+// stage is one step of a run: a method of its execution.
+type stage struct {
+	name string
+	run  func(context.Context) error
+}
+
+// stages are the stages of a run, in order.
+func (x *execution) stages() []stage {
+	return []stage{
 		{"request", x.check},
 		{"open", x.open},
 		{"decide", x.decide},
@@ -240,6 +249,11 @@ func (r *Runner) exec(ctx context.Context, req Request, out *wire.Envelope) int 
 		{"unmount", x.unmount},
 		{"summary", x.summarize},
 	}
+}
+
+// through runs the stages in order until one fails (x.fail) or ends the
+// run, and returns the run's exit status.
+func (x *execution) through(ctx context.Context, stages []stage) int {
 	for _, s := range stages {
 		if err := s.run(ctx); err != nil {
 			return x.fail(s.name, err)
@@ -263,7 +277,8 @@ type execution struct {
 	policy  func() (*engine.Policy, error)
 	probe   func() error // the sandbox probe, under auto and namespaces
 	view    view
-	res     wire.PolicyResult
+	res     wire.PolicyResult // the decision, once decided
+	decided bool              // the policy decided (res holds its decision)
 	digest  string
 	details map[string]any // of the audit event
 	busy    time.Time      // until when to wait for the vault
@@ -297,11 +312,34 @@ func (x *execution) release(ctx context.Context) {
 
 // fail makes err, from stage, the envelope's error: exit 125. A *wire.Error
 // keeps its code; the message says which stage failed unless it does.
+//
+// A failure after the policy decided (a mount, the host's file system, the
+// vault) reports the decision made and the rules that fired beside the
+// error: what was decided is not undone by what failed after. One before
+// it reports deny, as newEnvelope does, with no reasons or those saying
+// why nothing could be decided (the command did not parse, the policy did
+// not load).
 func (x *execution) fail(stage string, err error) int {
 	if !strings.HasPrefix(err.Error(), "proxy exec: ") {
 		err = fmt.Errorf("proxy exec: %s: %w", stage, err)
 	}
+	if x.decided {
+		x.reportDecision()
+	}
 	return fail(x.out, err)
+}
+
+// reportDecision puts the decision made, x.res, in the envelope.
+func (x *execution) reportDecision() {
+	res := x.res
+	x.out.Decision = res.Decision
+	x.out.Policy = wire.PolicyReport{Reasons: res.Reasons, Bundles: res.Bundles, Trace: res.Trace, EvalUS: res.EvalUS}
+	if x.out.Policy.Reasons == nil {
+		x.out.Policy.Reasons = []wire.Reason{}
+	}
+	if x.out.Policy.Bundles == nil {
+		x.out.Policy.Bundles = []wire.BundleInfo{}
+	}
 }
 
 // check validates the request.
@@ -320,6 +358,9 @@ func (x *execution) check(context.Context) error {
 		return wire.Errorf(wire.CodeInvalidInput, "proxy exec: --mount-mode must be auto, fuse or materialize, not %q", x.req.MountMode)
 	}
 	if _, err := x.r.sandboxMode(x.req); err != nil {
+		return err
+	}
+	if err := x.r.checkEnv(x.req); err != nil {
 		return err
 	}
 	if x.req.ApprovalTTL <= 0 {
@@ -392,9 +433,8 @@ func (x *execution) decide(ctx context.Context) error {
 	for _, c := range input.Commands {
 		x.programs = append(x.programs, c.Program)
 	}
-	x.res = res
-	x.out.Decision = res.Decision
-	x.out.Policy = wire.PolicyReport{Reasons: res.Reasons, Bundles: res.Bundles, Trace: res.Trace, EvalUS: res.EvalUS}
+	x.res, x.decided = res, true
+	x.reportDecision()
 	x.out.Timing.PolicyMS = ms(time.Since(x.started))
 	x.digest = x.r.digest(req, cwd, x.info.Name, res.Bundles, x.view.input.Mode)
 	x.details = map[string]any{"id": x.out.ID, "decision": res.Decision, "argv": req.Argv, "shell": req.Shell, "reasons": reasonIDs(res.Reasons)}
@@ -497,27 +537,33 @@ func (x *execution) lock(ctx context.Context) error {
 // asks for, and the mark the change summary starts from. A program that
 // is on no PATH entry runs nothing: no checkpoint for it. Nor does a
 // read-only run get one, whatever the decision: it cannot change the
-// vault.
+// vault. The checkpoint and the mark are taken in one transaction, the
+// mark pinning the checkpoint until the run ends (the mark's release):
+// a concurrent `checkpoint delete` or prune cannot take away what
+// --rollback-on-failure restores.
 func (x *execution) checkpoint(ctx context.Context) error {
 	v, req, res := x.v, x.req, x.res
+	// A read-only run changes nothing (and holds no lock to mark under).
+	if req.Readonly {
+		x.out.Timing.CheckpointMS = ms(time.Since(x.started))
+		return nil
+	}
 	missing := req.Shell == "" && Missing(req.Argv[0], x.r.environment(req, x.view, "/", x.out.ID), req.Mountpoint)
-	if !missing && !req.Readonly && (res.Decision == wire.AllowWithCheckpoint || res.Decision == wire.RequireApproval || req.RollbackOnFailure) {
-		c, err := v.SaveCheckpoint(ctx, x.out.ID, "before proxy exec "+x.out.ID)
+	var m vault.Mark
+	var err error
+	if !missing && (res.Decision == wire.AllowWithCheckpoint || res.Decision == wire.RequireApproval || req.RollbackOnFailure) {
+		var c vault.Checkpoint
+		c, m, err = v.SaveCheckpointMarked(ctx, x.out.ID, "before proxy exec "+x.out.ID, x.out.ID)
 		if err != nil {
 			return err
 		}
 		x.cp = &c
 		x.out.Checkpoint = &wire.CheckpointRef{ID: c.ID, Name: c.Name}
+	} else if m, err = v.Mark(ctx, x.out.ID); err != nil {
+		return err
 	}
-	// A read-only run changes nothing (and holds no lock to mark under).
-	if !req.Readonly {
-		m, err := v.Mark(ctx, x.out.ID)
-		if err != nil {
-			return err
-		}
-		x.mark = &m
-		x.later(func(ctx context.Context) { v.Release(ctx, m) })
-	}
+	x.mark = &m
+	x.later(func(ctx context.Context) { v.Release(ctx, m) })
 	x.out.Timing.CheckpointMS = ms(time.Since(x.started))
 	return nil
 }
@@ -772,6 +818,47 @@ func (r *Runner) environment(req Request, vw view, mnt, id string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkEnv fails with invalid_input, naming the entry and where it comes
+// from (details: key "proxy.env" or "--env", env the variable's name),
+// when a variable the command would be given holds a NUL byte: in an
+// entry of proxy.env or --env, or in the host's value a KEY entry or the
+// allow-list takes. No process can be given one, and a run must learn
+// that before any workspace work (a checkpoint, a mount).
+func (r *Runner) checkEnv(req Request) error {
+	bad := func(where, name, what string) error {
+		return wire.Errorf(wire.CodeInvalidInput, "proxy exec: %s entry %q: %s holds a NUL byte; a command's environment cannot", where, name, what).
+			With("key", where).With("env", name)
+	}
+	for _, k := range envAllow {
+		if val, ok := lookupOK(r.HostEnv, k); ok && strings.IndexByte(val, 0) >= 0 {
+			return bad("host environment", k, "its value")
+		}
+	}
+	for _, src := range []struct {
+		where   string
+		entries []string
+	}{{"proxy.env", r.ExtraEnv}, {"--env", req.Env}} {
+		for _, kv := range src.entries {
+			k, val, has := strings.Cut(kv, "=")
+			if k == "" || slices.Contains(secretEnv, k) {
+				continue // never passed (see environment)
+			}
+			name := strings.ReplaceAll(k, "\x00", `\0`)
+			switch {
+			case strings.IndexByte(k, 0) >= 0:
+				return bad(src.where, name, "its name")
+			case has && strings.IndexByte(val, 0) >= 0:
+				return bad(src.where, name, "its value")
+			case !has:
+				if hv, ok := lookupOK(r.HostEnv, k); ok && strings.IndexByte(hv, 0) >= 0 {
+					return bad(src.where, name, "the host's value it takes")
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func lookupOK(env []string, key string) (string, bool) {

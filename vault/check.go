@@ -218,17 +218,17 @@ type gcPlan struct {
 // then deletes what it returns in the same transaction, and GCDryRun,
 // which only counts it. Cost: a scan of the inodes, dentries, versions and
 // chunks tables, and a set of every referenced hash in memory.
-func planGC(ctx context.Context, q querier, ignorePins []string) (gcPlan, error) {
+func planGC(ctx context.Context, q querier, ignorePins []string, ignoreMarks bool) (gcPlan, error) {
 	var p gcPlan
 	for _, tbl := range []string{"inodes", "dentries"} {
-		cond, args := unpinnedRows(tbl, ignorePins)
+		cond, args := unpinnedRows(tbl, ignorePins, ignoreMarks)
 		var n int64
 		if err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+tbl+" WHERE "+cond, args...).Scan(&n); err != nil {
 			return p, err
 		}
 		p.rows += n
 	}
-	cond, args := unpinnedRows("inodes", ignorePins)
+	cond, args := unpinnedRows("inodes", ignorePins, ignoreMarks)
 	refs, err := hashesIn(ctx, q, sqlQuery{sql: "SELECT chunks FROM inodes WHERE kind = 1 AND NOT (" + cond + ")", args: args},
 		sqlQuery{sql: "SELECT chunks FROM versions WHERE kind = 1"})
 	if err != nil {
@@ -259,8 +259,10 @@ func planGC(ctx context.Context, q querier, ignorePins []string) (gcPlan, error)
 //
 // It first releases the pins of forks that never completed and removes
 // their temporary files (recoverForks), so that what they pinned is freed;
-// forks under way in another process and completed forks keep theirs.
-// What it frees is what planGC selects, in the transaction that frees it.
+// forks under way in another process and completed forks keep theirs. The
+// marks of runs that were killed go too (a run under way keeps its own);
+// no checkpoint is deleted. What it frees is what planGC selects, in the
+// transaction that frees it.
 func (v *Vault) GC(ctx context.Context) (GCResult, error) {
 	var res GCResult
 	rec, err := v.recoverForks(ctx)
@@ -271,7 +273,12 @@ func (v *Vault) GC(ctx context.Context) (GCResult, error) {
 	before, _ := v.Info(ctx)
 	res.FileBefore = before.FileSize
 	err = v.update(ctx, "gc", func(t *txn) error {
-		plan, err := planGC(ctx, t.tx, nil)
+		_, marks, err := releaseDeadMarks(t)
+		if err != nil {
+			return err
+		}
+		res.MarksReleased = int64(marks)
+		plan, err := planGC(ctx, t.tx, nil, false)
 		if err != nil {
 			return err
 		}
@@ -330,10 +337,22 @@ func (v *Vault) GCDryRun(ctx context.Context) (GCResult, error) {
 		for i, p := range dead {
 			ignore[i] = p.uuid
 		}
-		plan, err := planGC(ctx, q, ignore)
+		// The marks of killed runs, which gc drops first, pin nothing.
+		var marks int64
+		run, err := runUnderWay(ctx, q)
 		if err != nil {
 			return err
 		}
+		if run == nil {
+			if err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM marks").Scan(&marks); err != nil {
+				return err
+			}
+		}
+		plan, err := planGC(ctx, q, ignore, marks > 0)
+		if err != nil {
+			return err
+		}
+		res.MarksReleased = marks
 		res.ForksReleased = int64(len(dead))
 		res.Rows, res.Chunks, res.BytesFreed = plan.rows, int64(len(plan.chunks)), plan.bytes
 		return nil

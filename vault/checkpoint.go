@@ -50,35 +50,74 @@ func (v *Vault) SaveCheckpoint(ctx context.Context, name, description string) (C
 		}
 	}
 	var cp Checkpoint
-	err := v.update(ctx, "save checkpoint", func(t *txn) error {
-		var nameArg any
-		if name != "" {
-			nameArg = name
-		}
-		// The audit chain's head as committed before this transaction:
-		// audit verify checks that it is still in the chain, unchanged.
-		headMAC := []byte{}
-		if t.st.auditID > 0 {
-			if err := t.tx.QueryRowContext(ctx, "SELECT mac FROM audit WHERE id = ?", t.st.auditID).Scan(&headMAC); err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-		}
-		r, err := t.tx.ExecContext(ctx, "INSERT INTO checkpoints (name, description, gen, created_ns, files, bytes, audit_id, audit_hash, audit_mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-			nameArg, description, t.st.gen, t.now, t.st.files, t.st.bytes, t.st.auditID, []byte(t.st.auditHash), headMAC)
-		if err != nil {
-			var n int
-			if qerr := t.tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM checkpoints WHERE name = ?", name).Scan(&n); qerr == nil && n > 0 {
-				return wire.Errorf(wire.CodeAlreadyExists, "a checkpoint named %q exists", name).With("checkpoint", name)
-			}
-			return err
-		}
-		id, _ := r.LastInsertId()
-		cp = Checkpoint{ID: id, Name: name, Description: description, CreatedAt: time.Unix(0, t.now), Files: t.st.files, Bytes: t.st.bytes, Generation: t.st.gen}
-		t.st.gen++
-		t.audit("checkpoint.save", "/", map[string]any{"id": id, "name": name})
-		return nil
+	err := v.update(ctx, "save checkpoint", func(t *txn) (err error) {
+		cp, err = t.saveCheckpoint(name, description)
+		return err
 	})
 	return cp, err
+}
+
+// SaveCheckpointMarked is SaveCheckpoint and Mark in one transaction: the
+// mark is at the checkpoint's generation (what changed since the mark is
+// what changed since the checkpoint), and pins the checkpoint. While the
+// mark is held by the run under way (the live holder of LockRun, which a
+// caller must hold), DeleteCheckpoint refuses the checkpoint with
+// checkpoint_pinned and PruneCheckpoints skips it, so that the run can
+// still roll back to it; gc never deletes checkpoints. Releasing the mark
+// (Release) unpins it. A run killed holding the mark pins it no longer:
+// the next delete, prune or gc drops the marks of runs that are gone, and
+// the next run drops every mark left (ReleaseMarks).
+func (v *Vault) SaveCheckpointMarked(ctx context.Context, name, description, purpose string) (Checkpoint, Mark, error) {
+	if name != "" {
+		if err := validCheckpointName(name); err != nil {
+			return Checkpoint{}, Mark{}, err
+		}
+	}
+	var cp Checkpoint
+	var m Mark
+	err := v.update(ctx, "save checkpoint", func(t *txn) error {
+		r, err := t.tx.ExecContext(ctx, "INSERT INTO marks (gen, created_ns, purpose) VALUES (?, ?, ?)", t.st.gen, t.now, purpose)
+		if err != nil {
+			return err
+		}
+		m.ID, _ = r.LastInsertId()
+		m.Generation = t.st.gen
+		cp, err = t.saveCheckpoint(name, description)
+		return err
+	})
+	return cp, m, err
+}
+
+// saveCheckpoint records the current generation as a checkpoint in t and
+// starts a new one.
+func (t *txn) saveCheckpoint(name, description string) (Checkpoint, error) {
+	ctx := t.ctx
+	var nameArg any
+	if name != "" {
+		nameArg = name
+	}
+	// The audit chain's head as committed before this transaction: audit
+	// verify checks that it is still in the chain, unchanged.
+	headMAC := []byte{}
+	if t.st.auditID > 0 {
+		if err := t.tx.QueryRowContext(ctx, "SELECT mac FROM audit WHERE id = ?", t.st.auditID).Scan(&headMAC); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return Checkpoint{}, err
+		}
+	}
+	r, err := t.tx.ExecContext(ctx, "INSERT INTO checkpoints (name, description, gen, created_ns, files, bytes, audit_id, audit_hash, audit_mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		nameArg, description, t.st.gen, t.now, t.st.files, t.st.bytes, t.st.auditID, []byte(t.st.auditHash), headMAC)
+	if err != nil {
+		var n int
+		if qerr := t.tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM checkpoints WHERE name = ?", name).Scan(&n); qerr == nil && n > 0 {
+			return Checkpoint{}, wire.Errorf(wire.CodeAlreadyExists, "a checkpoint named %q exists", name).With("checkpoint", name)
+		}
+		return Checkpoint{}, err
+	}
+	id, _ := r.LastInsertId()
+	cp := Checkpoint{ID: id, Name: name, Description: description, CreatedAt: time.Unix(0, t.now), Files: t.st.files, Bytes: t.st.bytes, Generation: t.st.gen}
+	t.st.gen++
+	t.audit("checkpoint.save", "/", map[string]any{"id": id, "name": name})
+	return cp, nil
 }
 
 const checkpointCols = "id, COALESCE(name, ''), description, created_ns, files, bytes, gen"
@@ -251,11 +290,24 @@ func changedInodes(ctx context.Context, q querier, g, G int64) ([]changedIno, er
 }
 
 // DeleteCheckpoint removes checkpoint ref and the old rows only it kept.
+// It fails with checkpoint_pinned, deleting nothing, while a run under way
+// pins the checkpoint (see SaveCheckpointMarked); marks of runs that are
+// gone are dropped first, in the same transaction.
 func (v *Vault) DeleteCheckpoint(ctx context.Context, ref string) (Checkpoint, error) {
 	var cp Checkpoint
 	err := v.update(ctx, "delete checkpoint", func(t *txn) error {
 		var err error
 		if cp, err = findCheckpoint(ctx, t.tx, ref); err != nil {
+			return err
+		}
+		run, _, err := releaseDeadMarks(t)
+		if err != nil {
+			return err
+		}
+		if h, err := pinnedBy(ctx, t.tx, cp, run); err != nil || h != nil {
+			if err == nil {
+				err = pinnedErr(cp, h)
+			}
 			return err
 		}
 		if _, err := t.tx.ExecContext(ctx, "DELETE FROM checkpoints WHERE id = ?", cp.ID); err != nil {
@@ -273,20 +325,32 @@ func (v *Vault) DeleteCheckpoint(ctx context.Context, ref string) (Checkpoint, e
 // PruneCheckpoints deletes, in one transaction, the checkpoints beyond the
 // newest keep (keep < 0: no such limit) that were also made before before
 // (zero: at any time), oldest first, and returns them. At least one of the
-// two limits must be given.
-func (v *Vault) PruneCheckpoints(ctx context.Context, keep int, before time.Time) ([]Checkpoint, error) {
+// two limits must be given. Checkpoints a run under way pins (see
+// SaveCheckpointMarked) are kept, whatever the limits, and returned as
+// pinned; marks of runs that are gone are dropped first.
+func (v *Vault) PruneCheckpoints(ctx context.Context, keep int, before time.Time) (deleted, pinned []Checkpoint, err error) {
 	if keep < 0 && before.IsZero() {
-		return nil, wire.Errorf(wire.CodeInvalidInput, "prune checkpoints: give the number to keep or an age")
+		return nil, nil, wire.Errorf(wire.CodeInvalidInput, "prune checkpoints: give the number to keep or an age")
 	}
-	deleted := []Checkpoint{}
-	err := v.update(ctx, "prune checkpoints", func(t *txn) error {
+	deleted, pinned = []Checkpoint{}, []Checkpoint{}
+	err = v.update(ctx, "prune checkpoints", func(t *txn) error {
 		all, err := listCheckpoints(ctx, t.tx)
+		if err != nil {
+			return err
+		}
+		run, _, err := releaseDeadMarks(t)
 		if err != nil {
 			return err
 		}
 		for i, cp := range all {
 			newer := len(all) - 1 - i // checkpoints made after this one
 			if (keep >= 0 && newer < keep) || (!before.IsZero() && !cp.CreatedAt.Before(before)) {
+				continue
+			}
+			if h, err := pinnedBy(ctx, t.tx, cp, run); err != nil {
+				return err
+			} else if h != nil {
+				pinned = append(pinned, cp)
 				continue
 			}
 			if _, err := t.tx.ExecContext(ctx, "DELETE FROM checkpoints WHERE id = ?", cp.ID); err != nil {
@@ -301,16 +365,16 @@ func (v *Vault) PruneCheckpoints(ctx context.Context, keep int, before time.Time
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return deleted, nil
+	return deleted, pinned, nil
 }
 
 // dropUnpinnedRows deletes closed rows visible at gen g (or at any gen when
 // g is 0) that no checkpoint, fork or mark needs any more.
 func dropUnpinnedRows(ctx context.Context, q querier, g int64) error {
 	for _, tbl := range []string{"inodes", "dentries"} {
-		cond, args := unpinnedRows(tbl, nil)
+		cond, args := unpinnedRows(tbl, nil, false)
 		if g > 0 {
 			cond += " AND gen_from <= ? AND gen_to > ?"
 			args = append(args, g, g)
@@ -325,10 +389,12 @@ func dropUnpinnedRows(ctx context.Context, q querier, g int64) error {
 // unpinnedRows returns the SQL condition, and its arguments, that selects
 // the rows of tbl (inodes or dentries) no longer needed: closed rows
 // visible at no generation a checkpoint, fork pin or mark holds. The pins
-// of the forks whose uuids are in ignorePins are taken as released. It is
+// of the forks whose uuids are in ignorePins are taken as released, and
+// with ignoreMarks every mark too (a dry run of gc, which drops those of
+// killed runs first). It is
 // the one definition of such rows, for deleting them and for counting
 // them (gc and its dry run).
-func unpinnedRows(tbl string, ignorePins []string) (string, []any) {
+func unpinnedRows(tbl string, ignorePins []string, ignoreMarks bool) (string, []any) {
 	args := []any{live}
 	forks := ""
 	if len(ignorePins) > 0 {
@@ -337,8 +403,12 @@ func unpinnedRows(tbl string, ignorePins []string) (string, []any) {
 			args = append(args, u)
 		}
 	}
+	marks := `
+			AND NOT EXISTS (SELECT 1 FROM marks m WHERE m.gen >= ` + tbl + `.gen_from AND m.gen < ` + tbl + `.gen_to)`
+	if ignoreMarks {
+		marks = ""
+	}
 	return `gen_to < ?
 			AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.gen >= ` + tbl + `.gen_from AND c.gen < ` + tbl + `.gen_to)
-			AND NOT EXISTS (SELECT 1 FROM forks f WHERE f.gen >= ` + tbl + `.gen_from AND f.gen < ` + tbl + `.gen_to` + forks + `)
-			AND NOT EXISTS (SELECT 1 FROM marks m WHERE m.gen >= ` + tbl + `.gen_from AND m.gen < ` + tbl + `.gen_to)`, args
+			AND NOT EXISTS (SELECT 1 FROM forks f WHERE f.gen >= ` + tbl + `.gen_from AND f.gen < ` + tbl + `.gen_to` + forks + `)` + marks, args
 }

@@ -166,17 +166,17 @@ func TestPruneCheckpoints(t *testing.T) {
 		}
 		return ids
 	}
-	if _, err := v.PruneCheckpoints(ctx, -1, time.Time{}); !wire.HasCode(err, wire.CodeInvalidInput) {
+	if _, _, err := v.PruneCheckpoints(ctx, -1, time.Time{}); !wire.HasCode(err, wire.CodeInvalidInput) {
 		t.Fatalf("no limit: %v", err)
 	}
 	// Made before a moment still in the future: all are older, but the
 	// newest 3 are kept.
-	gone, err := v.PruneCheckpoints(ctx, 3, time.Now().Add(time.Hour))
+	gone, _, err := v.PruneCheckpoints(ctx, 3, time.Now().Add(time.Hour))
 	if err != nil || len(gone) != 2 || gone[0].ID != cps[0].ID || gone[1].ID != cps[1].ID {
 		t.Fatalf("keep 3: %+v %v", gone, err)
 	}
 	// None is older than an hour.
-	if gone, err = v.PruneCheckpoints(ctx, -1, time.Now().Add(-time.Hour)); err != nil || len(gone) != 0 {
+	if gone, _, err = v.PruneCheckpoints(ctx, -1, time.Now().Add(-time.Hour)); err != nil || len(gone) != 0 {
 		t.Fatalf("older than an hour: %+v %v", gone, err)
 	}
 	if ids := names(); len(ids) != 3 || ids[0] != cps[2].ID {
@@ -192,7 +192,7 @@ func TestPruneCheckpoints(t *testing.T) {
 	if _, err := v.RestoreCheckpoint(ctx, strconv.FormatInt(cps[1].ID, 10)); !wire.HasCode(err, wire.CodeCheckpointNotFound) {
 		t.Fatalf("pruned checkpoint: %v", err)
 	}
-	if gone, err = v.PruneCheckpoints(ctx, 0, time.Time{}); err != nil || len(gone) != 3 || len(names()) != 0 {
+	if gone, _, err = v.PruneCheckpoints(ctx, 0, time.Time{}); err != nil || len(gone) != 3 || len(names()) != 0 {
 		t.Fatalf("keep 0: %+v %v", gone, err)
 	}
 	mustCheck(t, v)

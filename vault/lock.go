@@ -15,6 +15,12 @@ import (
 // LockMount is the lock a writer mount holds.
 const LockMount = "mount"
 
+// LockRun is the lock a run that may change the vault holds (the runner's
+// exec lock), from before its checkpoint and mark until after its change
+// summary, its info the run's id. Marks are taken only under it: while no
+// live process holds it, every mark is one a killed run left.
+const LockRun = "exec"
+
 // Holder describes who holds a lock.
 type Holder struct {
 	Name  string    `json:"name"`

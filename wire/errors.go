@@ -25,6 +25,7 @@ const (
 	CodeVaultUnreadable    Code = "vault_unreadable"      // the vault's file cannot be opened as a vault of this avfs (reason: a VaultFault); vault delete --force removes it
 	CodeQuotaExceeded      Code = "quota_exceeded"        // the write would exceed a quota; nothing changed
 	CodeCheckpointNotFound Code = "checkpoint_not_found"  // no checkpoint by that id or name
+	CodeCheckpointPinned   Code = "checkpoint_pinned"     // delete refused: a run under way will roll back to the checkpoint
 	CodeVersionNotFound    Code = "version_not_found"     // no such version in a file's history
 	CodeIntegrity          Code = "integrity_failed"      // vault check or audit verify found problems
 	CodeHostIO             Code = "host_io"               // reading or writing the host file system failed

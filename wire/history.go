@@ -25,6 +25,9 @@ type GCCounts struct {
 	// of ended forks removed from the vaults directory.
 	ForksReleased int64 `json:"forks_released"`
 	FilesRemoved  int64 `json:"fork_files_removed"`
+	// MarksReleased counts the marks that killed runs left, dropped first
+	// with their pins of checkpoints (none while a run is under way).
+	MarksReleased int64 `json:"marks_released"`
 }
 
 // PruneResult is the JSON document of `avfs prune`: the file versions

@@ -114,7 +114,9 @@ func checkpointCommand(e *env) *cli.Command {
 					"avfs checkpoint delete [--keep N] [--older-than DURATION]\n\n" +
 					"With --keep, every checkpoint but the newest N goes; with --older-than, those made\n" +
 					"longer ago; with both, those beyond the newest N that are also older. The data\n" +
-					"only they kept goes at the next avfs gc.\n\n" +
+					"only they kept goes at the next avfs gc. The checkpoint of a run under way is\n" +
+					"pinned until the run ends: deleting it fails (checkpoint_pinned), and --keep and\n" +
+					"--older-than keep it (listed as pinned).\n\n" +
 					"example: avfs checkpoint delete --keep 20 --older-than 72h && avfs gc",
 				Flags: []cli.Flag{
 					&cli.IntFlag{Name: "keep", Value: -1, DefaultText: "no limit", Usage: "keep the newest `N` checkpoints"},
@@ -134,17 +136,25 @@ func checkpointCommand(e *env) *cli.Command {
 							before = time.Now().Add(-age)
 						}
 						return e.withVault(c, func(v *vault.Vault) error {
-							cps, err := v.PruneCheckpoints(c.Context, keep, before)
+							cps, pinned, err := v.PruneCheckpoints(c.Context, keep, before)
 							if err != nil {
 								return err
 							}
-							return e.emit(map[string]any{"deleted": cps}, func(w io.Writer) error {
+							return e.emit(map[string]any{"deleted": cps, "pinned": pinned}, func(w io.Writer) error {
 								for _, cp := range cps {
 									if _, err := fmt.Fprintf(w, "deleted checkpoint %s\n", cpLabel(cp)); err != nil {
 										return err
 									}
 								}
+								for _, cp := range pinned {
+									if _, err := fmt.Fprintf(w, "kept checkpoint %s: pinned by the run under way\n", cpLabel(cp)); err != nil {
+										return err
+									}
+								}
 								_, err := fmt.Fprintf(w, "%d checkpoint(s) deleted\n", len(cps))
+								if err == nil && len(pinned) > 0 {
+									_, err = fmt.Fprintf(w, "%d checkpoint(s) kept: pinned by a run under way\n", len(pinned))
+								}
 								return err
 							})
 						})

@@ -1695,3 +1695,118 @@ func TestProxyUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// The checkpoint of a run under way is pinned: its command deleting it (by
+// name, or with --keep 0) does not take away what --rollback-on-failure
+// restores. Once the run has ended the checkpoint can be deleted; a run
+// killed meanwhile pins it no longer.
+func TestProxyCheckpointPinned(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode string) {
+		a := newProxyAVFS(t)
+		a.write("orig\n", "/f")
+		a.ok("checkpoint", "save", "older")
+		// The command runs avfs on the same vault: no sandbox, avfs on the PATH.
+		m := []string{"--mount-mode", mode, "--rollback-on-failure", "--sandbox", "none", "--allow-writable-trust",
+			"--env", "AVFS_HOME", "--env", "PATH=" + filepath.Dir(avfsBin) + ":/usr/bin:/bin"}
+		r := a.proxy(m, "sh", "-c", `echo changed > f
+avfs --json checkpoint delete "$AVFS_EXEC_ID" > by-name.json
+avfs --json checkpoint delete --keep 0 > keep.json
+exit 1`)
+		r.want(t, wire.AllowWithCheckpoint, 1)
+		if rb := r.env.Rollback; rb == nil || !rb.Restored || r.env.Checkpoint == nil {
+			t.Fatalf("no rollback: %s", r.raw)
+		}
+		equal(t, "f", a.cat("/f"), "orig\n")
+		equalSlice(t, "files (the command's gone with the rollback)", a.ls("/"), []string{"f"})
+		if r.env.Process.Stderr != "" {
+			t.Fatalf("stderr: %s", r.env.Process.Stderr)
+		}
+		cp := r.env.Checkpoint
+		var cps struct {
+			Checkpoints []struct {
+				ID   int64  `json:"id"`
+				Name string `json:"name"`
+			} `json:"checkpoints"`
+		}
+		a.into(&cps, "checkpoint", "list")
+		if len(cps.Checkpoints) != 1 || cps.Checkpoints[0].ID != cp.ID {
+			t.Fatalf("checkpoints after the run: %+v (want only %d: --keep 0 deleted the older one)", cps, cp.ID)
+		}
+		// Once the run has ended, it goes.
+		a.ok("checkpoint", "delete", cp.Name)
+
+		// What the command saw, read back in a run that keeps its changes.
+		r = a.proxy([]string{"--mount-mode", mode, "--sandbox", "none", "--allow-writable-trust",
+			"--env", "AVFS_HOME", "--env", "PATH=" + filepath.Dir(avfsBin) + ":/usr/bin:/bin"}, "sh", "-c",
+			`avfs --json checkpoint delete "$AVFS_EXEC_ID"; avfs --json checkpoint delete --keep 0`)
+		r.ok(t, wire.AllowWithCheckpoint)
+		var byName, keep map[string]any
+		dec := json.NewDecoder(strings.NewReader(r.env.Process.Stdout))
+		if err := dec.Decode(&byName); err != nil {
+			t.Fatal(err)
+		}
+		if err := dec.Decode(&keep); err != nil {
+			t.Fatal(err)
+		}
+		if e, _ := byName["error"].(map[string]any); e == nil || e["code"] != string(wire.CodeCheckpointPinned) || e["exec_id"] != r.env.ID {
+			t.Fatalf("delete by name: %v", byName)
+		}
+		deleted, _ := keep["deleted"].([]any)
+		pinned, _ := keep["pinned"].([]any)
+		if len(deleted) != 0 || len(pinned) != 1 || pinned[0].(map[string]any)["id"] != float64(r.env.Checkpoint.ID) {
+			t.Fatalf("--keep 0: %v", keep)
+		}
+		a.ok("checkpoint", "delete", r.env.Checkpoint.Name)
+		a.vaultOK()
+	})
+}
+
+// A run killed while its checkpoint is pinned pins it no longer: delete
+// takes it, and the next run leaves no mark behind.
+func TestProxyCheckpointPinKilled(t *testing.T) {
+	t.Parallel()
+	requireFUSE(t)
+	a := newProxyAVFS(t)
+	mk := marker()
+	s := a.startProxy([]string{"--mount-mode", "fuse", "--rollback-on-failure"}, "sh", "-c", "echo during > during.txt; sleep "+mk)
+	waitFor(t, 10*time.Second, "the command to run", func() bool { return len(sleeping(mk)) > 0 })
+	a.fail(1, string(wire.CodeCheckpointPinned), "checkpoint", "delete", "1")
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	a.ok("checkpoint", "delete", "1")
+	r := a.proxy([]string{"--mount-mode", "fuse"}, "cat", "during.txt")
+	r.ok(t, wire.Allow)
+	waitFor(t, 5*time.Second, "the killed run's guard, if any, to go", func() bool { return len(guarding(a.runDir())) == 0 })
+	a.vaultOK()
+}
+
+// A NUL byte in the config's proxy.env fails the run before anything is
+// decided, checkpointed or mounted.
+func TestProxyEnvNUL(t *testing.T) {
+	t.Parallel()
+	a := newProxyAVFS(t)
+	a.write("orig\n", "/f")
+	if err := os.WriteFile(filepath.Join(a.home, "config.json"), []byte(`{"proxy": {"env": ["OK=1", "BAD=a\u0000b"]}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := a.proxy([]string{"--rollback-on-failure"}, "sh", "-c", "echo changed > f")
+	e := r.env.Error
+	if r.code != wire.ExitAvfsFailed || e == nil || e.Code != wire.CodeInvalidInput || e.Details["key"] != "proxy.env" || e.Details["env"] != "BAD" {
+		t.Fatalf("NUL in proxy.env: %s", r.raw)
+	}
+	if r.env.Checkpoint != nil || r.env.Mount != nil || r.env.Process != nil || r.env.Decision != wire.Deny {
+		t.Fatalf("went on after the request stage: %s", r.raw)
+	}
+	var cps struct {
+		Checkpoints []any `json:"checkpoints"`
+	}
+	a.into(&cps, "checkpoint", "list")
+	if len(cps.Checkpoints) != 0 {
+		t.Fatalf("checkpoints: %v", cps.Checkpoints)
+	}
+	if left := a.runDirs(); len(left) > 0 {
+		t.Fatalf("run directories: %q", left)
+	}
+	equal(t, "f", a.cat("/f"), "orig\n")
+}
