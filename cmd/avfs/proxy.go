@@ -62,7 +62,7 @@ func proxyExecCommand(e *env) *cli.Command {
 		&cli.DurationFlag{Name: "wait", Value: runner.DefaultBusyWait, Usage: "wait up to `DURATION` while another run or a writer mount holds the vault (then fail with vault_busy)"},
 		&cli.StringFlag{Name: "explain", Usage: "add the policy trace: notes, fails or full"},
 		&cli.StringFlag{Name: "sandbox", Usage: "hold the command in `MODE`: auto (namespaces where the kernel allows them, else none, said in the envelope), namespaces (or fail with exit 125), or none (the host's whole authority) (default: sandbox.mode of the config, else auto)"},
-		&cli.BoolFlag{Name: "allow-writable-trust", Usage: "without a sandbox, run even though the command could rewrite the config, policy, approver keys or audit key avfs trusts"},
+		&cli.BoolFlag{Name: "allow-writable-trust", Usage: "without a sandbox, run even though the command could rewrite the config, policy or approver keys avfs trusts"},
 		&cli.BoolFlag{Name: "readonly", Usage: "the command can change nothing: the vault is mounted read-only (a materialised copy is thrown away), so no checkpoint is taken"},
 	}
 	return &cli.Command{
@@ -209,10 +209,13 @@ func (e *env) proxyRunner(c *cli.Context) (*runner.Runner, error) {
 
 // trustedPaths are the files and directories whose content decides what
 // proxy exec allows: the config, the policy directory and bundles, the
-// bundle verification key and the approver keys; and the audit key, whose
-// holder can rewrite the vaults' audit logs unnoticed.
+// bundle verification key and the approver keys. The audit key is not
+// among them: it decides nothing, and it exists once a vault changed, so
+// every run without a sandbox would be refused; such a run has avfs's own
+// authority over the vaults and the key alike (docs/vault.md says what the
+// audit log then proves).
 func trustedPaths(home string, cfg config, opts bundles.Options) []string {
-	paths := []string{configPath(home), opts.HomePolicyDir, cfg.Approval.KeyFile, cfg.Approval.PublicKeyFile, auditKeyPath(home)}
+	paths := []string{configPath(home), opts.HomePolicyDir, cfg.Approval.KeyFile, cfg.Approval.PublicKeyFile}
 	paths = append(paths, opts.Paths...)
 	if fileExists(opts.VerificationKey) {
 		paths = append(paths, opts.VerificationKey)
