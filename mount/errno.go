@@ -9,7 +9,10 @@ import (
 	"avfs/wire"
 )
 
-// errno maps a vault error to the errno a process sees.
+// errno maps a vault error to the errno a process sees. A damaged vault
+// (integrity_failed: a chunk whose data does not match its hash, a missing
+// one) is EIO, as a disk's unreadable sector is: the reader never gets the
+// bad bytes.
 func errno(err error) syscall.Errno {
 	if err == nil {
 		return 0
@@ -40,6 +43,8 @@ func errno(err error) syscall.Errno {
 		return syscall.EINVAL
 	case wire.CodeInvalidInput:
 		return syscall.EINVAL
+	case wire.CodeIntegrity:
+		return syscall.EIO
 	}
 	if errors.Is(err, context.Canceled) {
 		return syscall.EINTR

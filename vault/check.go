@@ -1,9 +1,7 @@
 package vault
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -73,9 +71,8 @@ func (v *Vault) Check(ctx context.Context) (CheckReport, error) {
 				return err
 			}
 			rep.Chunks++
-			sum := sha256.Sum256(data)
-			if !bytes.Equal(sum[:], h) || int64(len(data)) != size {
-				add("chunk_hash", "chunk content does not match its hash or size", fmt.Sprintf("%x", h[:8]))
+			if why := chunkFault(h, size, data); why != "" {
+				add("chunk_hash", "chunk content does not match its hash or size: "+why, fmt.Sprintf("%x", h[:8]))
 			}
 		}
 		rows.Close()
@@ -94,7 +91,7 @@ func (v *Vault) Check(ctx context.Context) (CheckReport, error) {
 				continue
 			}
 			if _, err := v.chunkData(ctx, q, []byte(h)); err != nil {
-				add("chunk_missing", "a borrowed chunk is not in the fork's ancestors: "+err.Error(), fmt.Sprintf("%x", h[:8]))
+				add("chunk_missing", "a borrowed chunk is not in the fork's ancestors, or is damaged there: "+err.Error(), fmt.Sprintf("%x", h[:8]))
 			}
 		}
 		// Sizes match content maps; live inodes are named; link counts.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -38,15 +40,75 @@ func (t *txn) putChunk(data []byte) ([]byte, error) {
 	return sum[:], nil
 }
 
+// verifyChunk checks data, read from the chunks table for the chunk whose
+// identity is hash and whose recorded length is size, before anything uses
+// it: its length must be size and its SHA-256 must be hash. The hash is the
+// chunk's identity, so this is as strong as content addressing itself. It
+// fails with integrity_failed, details naming the chunk (its hash, hex).
+//
+// Every read of chunk data (chunkData, the batched read in readAt, vault
+// check) goes through it: no path hands on, copies or re-stores bytes of a
+// chunk it has not verified, not even part of them.
+func verifyChunk(hash []byte, size int64, data []byte) error {
+	if why := chunkFault(hash, size, data); why != "" {
+		return chunkDamaged(hash, why)
+	}
+	return nil
+}
+
+// chunkFault says what is wrong with data as the chunk hash of size bytes,
+// "" when nothing is (verifyChunk).
+func chunkFault(hash []byte, size int64, data []byte) string {
+	if int64(len(data)) != size {
+		return fmt.Sprintf("%d bytes stored where %d are recorded", len(data), size)
+	}
+	if sum := sha256.Sum256(data); !bytes.Equal(sum[:], hash) {
+		return "its data does not match its hash"
+	}
+	return ""
+}
+
+// chunkDamaged is the integrity_failed error of a chunk whose stored data
+// is not what its hash names.
+func chunkDamaged(hash []byte, why string) *wire.Error {
+	return wire.Errorf(wire.CodeIntegrity, "chunk %x is damaged: %s", hash[:min(8, len(hash))], why).
+		With("chunk", hex.EncodeToString(hash))
+}
+
+// withFile adds the file's path (and more detail, as key, value pairs) to
+// an integrity_failed error, when err is one and does not name a path yet.
+func withFile(err error, path string, kv ...any) error {
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Code != wire.CodeIntegrity {
+		return err
+	}
+	if _, ok := we.Details["path"]; !ok && path != "" {
+		we.With("path", path)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if k, ok := kv[i].(string); ok {
+			if _, set := we.Details[k]; !set {
+				we.With(k, kv[i+1])
+			}
+		}
+	}
+	return err
+}
+
 // chunkData returns the stored bytes of a chunk, from this vault or, for a
-// fork, from the ancestor that owns it.
+// fork, from the ancestor that owns it, verified (verifyChunk): it fails
+// with integrity_failed when they are damaged, and never returns them.
 func (v *Vault) chunkData(ctx ctxT, q querier, hash []byte) ([]byte, error) {
 	if bytes.Equal(hash, zeroHash) {
 		return nil, nil
 	}
 	var data []byte
-	err := q.QueryRowContext(ctx, "SELECT data FROM chunks WHERE hash = ?", hash).Scan(&data)
+	var size int64
+	err := q.QueryRowContext(ctx, "SELECT size, data FROM chunks WHERE hash = ?", hash).Scan(&size, &data)
 	if err == nil {
+		if err := verifyChunk(hash, size, data); err != nil {
+			return nil, err
+		}
 		return data, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
@@ -57,7 +119,7 @@ func (v *Vault) chunkData(ctx ctxT, q querier, hash []byte) ([]byte, error) {
 		return nil, perr
 	}
 	if p == nil {
-		return nil, wire.Errorf(wire.CodeIntegrity, "chunk %x is missing", hash[:8])
+		return nil, wire.Errorf(wire.CodeIntegrity, "chunk %x is missing", hash[:8]).With("chunk", hex.EncodeToString(hash))
 	}
 	return p.chunkData(ctx, p.r, hash)
 }
@@ -68,6 +130,11 @@ const readBatch = 16
 // readAt reads from a file's content at off. It returns io.EOF at or past the end.
 // The chunks it needs are fetched with one query (a FUSE read asks for up
 // to 1 MiB, 16 chunks): one statement per chunk costs more than the copy.
+//
+// Every chunk is verified (verifyChunk) before any of its bytes is copied
+// into p. A damaged chunk fails the read with integrity_failed (details: the
+// chunk, its offset in the file); n then counts only the bytes before that
+// chunk, and p never holds a byte of it.
 func (v *Vault) readAt(ctx ctxT, q querier, in *inode, p []byte, off int64) (int, error) {
 	if off >= in.size {
 		return 0, io.EOF
@@ -99,14 +166,16 @@ func (v *Vault) readAt(ctx ctxT, q querier, in *inode, p []byte, off int64) (int
 		dst  []byte
 		from int64
 		hash []byte
+		off  int64 // the chunk's offset in the file
 		done bool
+		err  error // the chunk is damaged: nothing of it is copied
 	}
 	var regions []region
 	for pos := off; pos < end; {
 		i := pos / ChunkSize
 		cs := i * ChunkSize
 		ce := min(cs+ChunkSize, end)
-		r := region{dst: p[pos-off : ce-off], from: pos - cs}
+		r := region{dst: p[pos-off : ce-off], from: pos - cs, off: cs}
 		if int((i+1)*hashLen) <= len(in.chunks) {
 			if h := in.chunks[i*hashLen : (i+1)*hashLen]; !bytes.Equal(h, zeroHash) {
 				r.hash = h
@@ -132,7 +201,7 @@ func (v *Vault) readAt(ctx ctxT, q querier, in *inode, p []byte, off int64) (int
 		var hashes []any
 		for i := range regions {
 			r := &regions[i]
-			if r.hash != nil && !r.done && !slices.ContainsFunc(hashes, func(h any) bool { return bytes.Equal(h.([]byte), r.hash) }) {
+			if r.hash != nil && !r.done && r.err == nil && !slices.ContainsFunc(hashes, func(h any) bool { return bytes.Equal(h.([]byte), r.hash) }) {
 				hashes = append(hashes, r.hash)
 			}
 		}
@@ -142,20 +211,29 @@ func (v *Vault) readAt(ctx ctxT, q querier, in *inode, p []byte, off int64) (int
 		if len(hashes) == 0 {
 			break
 		}
-		rows, err := srcQ.QueryContext(ctx, "SELECT hash, data FROM chunks WHERE hash IN (?"+strings.Repeat(", ?", len(hashes)-1)+")", hashes...)
+		rows, err := srcQ.QueryContext(ctx, "SELECT hash, size, data FROM chunks WHERE hash IN (?"+strings.Repeat(", ?", len(hashes)-1)+")", hashes...)
 		if err != nil {
 			return 0, err
 		}
 		for rows.Next() {
 			var h, data sql.RawBytes // copied into p before the next row: no copy of its own
-			if err := rows.Scan(&h, &data); err != nil {
+			var size int64
+			if err := rows.Scan(&h, &size, &data); err != nil {
 				rows.Close()
 				return 0, err
 			}
+			why := chunkFault(h, size, data)
 			for i := range regions {
-				if !regions[i].done && bytes.Equal(regions[i].hash, h) {
-					fill(&regions[i], data)
+				r := &regions[i]
+				if r.done || r.err != nil || !bytes.Equal(r.hash, h) {
+					continue
 				}
+				if why != "" {
+					// Damaged here: not looked for in a parent either.
+					r.err = chunkDamaged(r.hash, why)
+					continue
+				}
+				fill(r, data)
 			}
 		}
 		if err := rows.Close(); err != nil {
@@ -164,7 +242,7 @@ func (v *Vault) readAt(ctx ctxT, q querier, in *inode, p []byte, off int64) (int
 		if err := rows.Err(); err != nil {
 			return 0, err
 		}
-		if !slices.ContainsFunc(regions, func(r region) bool { return r.hash != nil && !r.done }) {
+		if !slices.ContainsFunc(regions, func(r region) bool { return r.hash != nil && !r.done && r.err == nil }) {
 			break
 		}
 		parent, err := src.parentVault(ctx)
@@ -176,16 +254,20 @@ func (v *Vault) readAt(ctx ctxT, q querier, in *inode, p []byte, off int64) (int
 		}
 		src, srcQ = parent, parent.r
 	}
-	// Holes, a single chunk, and chunks found nowhere (chunkData says so).
+	// Holes, a single chunk, and chunks found nowhere (chunkData says so),
+	// in order: a damaged chunk ends the read after what precedes it.
 	n := 0
 	for i := range regions {
 		r := &regions[i]
+		if r.err != nil {
+			return n, withFile(r.err, "", "offset", r.off)
+		}
 		if !r.done {
 			var data []byte
 			if r.hash != nil {
 				d, err := v.chunkData(ctx, q, r.hash)
 				if err != nil {
-					return n, err
+					return n, withFile(err, "", "offset", r.off)
 				}
 				data = d
 			}

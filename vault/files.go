@@ -153,8 +153,9 @@ func walkTree(ctx context.Context, q querier, e Entry, fn func(Entry) error) err
 // ReadFile writes the content of the file at p (following symlinks) to w,
 // as it was when the read began, a run of chunks at a time (see
 // FileReader), and returns the number of bytes written. It fails as OpenFile
-// does before writing anything; a failure later (a missing chunk, w's own:
-// host_io) may leave a prefix of the content written to w.
+// does before writing anything; a failure later (a missing or damaged
+// chunk: integrity_failed; w's own: host_io) may leave a prefix of the
+// content written to w, never a byte of a chunk that failed its check.
 func (v *Vault) ReadFile(ctx context.Context, p string, w io.Writer) (int64, error) {
 	r, err := v.OpenFile(ctx, p)
 	if err != nil {

@@ -281,7 +281,8 @@ func (v *Vault) SetAttr(ctx context.Context, ino uint64, s SetAttr) (Attr, error
 	return a, err
 }
 
-// ReadAt reads file ino's content at off; io.EOF at or past the end.
+// ReadAt reads file ino's content at off; io.EOF at or past the end. A
+// damaged chunk fails it with integrity_failed (see Content.ReadAt).
 func (v *Vault) ReadAt(ctx context.Context, ino uint64, p []byte, off int64) (int, error) {
 	var n int
 	var rerr error
@@ -297,7 +298,7 @@ func (v *Vault) ReadAt(ctx context.Context, ino uint64, p []byte, off int64) (in
 		if rerr == io.EOF {
 			return nil
 		}
-		return rerr
+		return withFile(rerr, "", "ino", ino)
 	})
 	if err != nil {
 		return n, err
@@ -473,10 +474,17 @@ func (c *Content) Attr() Attr { return c.attr }
 // Size is the content's length.
 func (c *Content) Size() int64 { return c.size }
 
-// ReadAt reads the content at off; io.EOF at or past the end.
+// ReadAt reads the content at off; io.EOF at or past the end. Every chunk
+// is verified against its hash first: a damaged one fails the read with
+// integrity_failed (details: chunk, ino, offset) and none of its bytes is
+// copied into p.
 func (c *Content) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	in := &inode{kind: KindFile, size: c.size, chunks: c.chunks}
-	return c.v.readAt(ctx, c.v.r, in, p, off)
+	n, err := c.v.readAt(ctx, c.v.r, in, p, off)
+	if err != nil && err != io.EOF {
+		err = withFile(err, "", "ino", c.attr.Ino)
+	}
+	return n, err
 }
 
 // GetXattr returns the value of extended attribute name of inode ino.

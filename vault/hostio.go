@@ -413,7 +413,7 @@ func (v *Vault) ExportWith(ctx context.Context, vaultPath, hostPath string, opt 
 			defer f.Close()
 			n, err := v.copyContent(ctx, q, in, f)
 			if err != nil {
-				return err
+				return withFile(err, e.Path)
 			}
 			if err := unix.Fchmod(fd, mode); err != nil {
 				return d.fail(rel, err)

@@ -21,11 +21,15 @@ import (
 // that buffer whatever the file's size: it never holds a whole file.
 // WriteTo (which io.Copy uses) streams the content through the same buffer.
 //
-// Errors are typed (*wire.Error) and name the operation: integrity when a
-// chunk is missing (a damaged vault, a fork whose parent lost it),
-// vault_busy, host_io, internal when ctx was cancelled. A failed Read or
-// WriteTo may have delivered a prefix of the content before it failed; the
-// bytes it delivered are always the file's, at their offsets.
+// Errors are typed (*wire.Error) and name the operation: integrity_failed
+// when a chunk is missing (a damaged vault, a fork whose parent lost it) or
+// damaged (its stored data is not what its hash names; details: chunk,
+// path, offset, version), vault_busy, host_io, internal when ctx was
+// cancelled. Every chunk is verified against its hash before any of its
+// bytes is delivered: a FileReader never serves unverified bytes. A failed
+// Read or WriteTo may have delivered a prefix of the content before it
+// failed, never a byte of the chunk that failed; the bytes it delivered are
+// always the file's, at their offsets.
 //
 // A FileReader is not safe for concurrent use. Close it before the vault:
 // until then it holds a connection of the vault's read pool and keeps the
@@ -35,6 +39,8 @@ type FileReader struct {
 	v    *Vault
 	ctx  context.Context
 	op   string    // names the reads in errors
+	path string    // the file's path, for errors
+	ver  int64     // the version read, 0 for the current content
 	conn *sql.Conn // the transaction's connection; nil as tx is
 	tx   *sql.Tx   // nil for literal content and once closed
 	q    querier
@@ -55,7 +61,7 @@ func (v *Vault) OpenFile(ctx context.Context, p string) (*FileReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return v.openReader(ctx, "read "+p, func(q querier) (*inode, []byte, error) {
+	return v.openReader(ctx, "read "+p, p, 0, func(q querier) (*inode, []byte, error) {
 		ino, err := v.resolve(ctx, q, p, true)
 		if err != nil {
 			return nil, nil, err
@@ -83,7 +89,7 @@ func (v *Vault) OpenVersion(ctx context.Context, path string, n int64) (*FileRea
 	if err != nil {
 		return nil, err
 	}
-	return v.openReader(ctx, "read version", func(q querier) (*inode, []byte, error) {
+	return v.openReader(ctx, "read version", path, n, func(q querier) (*inode, []byte, error) {
 		ino, err := v.historyIno(ctx, q, path)
 		if err != nil {
 			return nil, nil, err
@@ -115,7 +121,7 @@ func (v *Vault) OpenVersion(ctx context.Context, path string, n int64) (*FileRea
 // by the file's size, up to the map's 1 GiB; and a stream reads each page
 // once, so the usual 16 MB cache would only fill up. The connection gets
 // its map and cache back when the reader closes.
-func (v *Vault) openReader(ctx context.Context, op string, pick func(q querier) (*inode, []byte, error)) (*FileReader, error) {
+func (v *Vault) openReader(ctx context.Context, op, path string, ver int64, pick func(q querier) (*inode, []byte, error)) (*FileReader, error) {
 	conn, err := v.rdb.Conn(ctx)
 	if err != nil {
 		return nil, storageErr(op, err)
@@ -136,7 +142,7 @@ func (v *Vault) openReader(ctx context.Context, op string, pick func(q querier) 
 		releaseConn(conn)
 		return nil, wrapOp(op, err)
 	}
-	r := &FileReader{v: v, ctx: ctx, op: op, conn: conn, tx: tx, q: q, in: in, lit: lit}
+	r := &FileReader{v: v, ctx: ctx, op: op, path: path, ver: ver, conn: conn, tx: tx, q: q, in: in, lit: lit}
 	if in == nil {
 		r.release() // literal content: nothing more to read from the vault
 	}
@@ -209,6 +215,11 @@ func (r *FileReader) ReadAt(p []byte, off int64) (int, error) {
 		if cerr := r.ctx.Err(); cerr != nil {
 			err = cerr // the transaction was ended by the cancellation
 		}
+		if r.ver != 0 {
+			err = withFile(err, r.path, "version", r.ver)
+		} else {
+			err = withFile(err, r.path)
+		}
 		err = wrapOp(r.op, err)
 	}
 	return n, err
@@ -275,6 +286,16 @@ func (r *FileReader) WriteTo(w io.Writer) (int64, error) {
 				return written, wire.Errorf(wire.CodeInternal, "%s: reader is closed", r.op)
 			}
 			if err := r.fill(); err != nil {
+				// What was read before the failure (verified, the file's) goes
+				// out first; nothing of the chunk that failed.
+				if len(r.buf) > 0 {
+					n, werr := w.Write(r.buf)
+					written += int64(n)
+					r.off += int64(n)
+					if werr != nil {
+						return written, wire.Errorf(wire.CodeHostIO, "%s: write output: %w", r.op, werr)
+					}
+				}
 				return written, err
 			}
 			if len(r.buf) == 0 {

@@ -27,7 +27,7 @@ const (
 	CodeCheckpointNotFound Code = "checkpoint_not_found"  // no checkpoint by that id or name
 	CodeCheckpointPinned   Code = "checkpoint_pinned"     // delete refused: a run under way will roll back to the checkpoint
 	CodeVersionNotFound    Code = "version_not_found"     // no such version in a file's history
-	CodeIntegrity          Code = "integrity_failed"      // vault check or audit verify found problems
+	CodeIntegrity          Code = "integrity_failed"      // vault check or audit verify found problems; a read met a missing or damaged chunk
 	CodeHostIO             Code = "host_io"               // reading or writing the host file system failed
 	CodeFuseUnavailable    Code = "fuse_unavailable"      // FUSE cannot be used here (no /dev/fuse, no permission, no fusermount3)
 	CodeMountFailed        Code = "mount_failed"          // mounting or unmounting failed

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -88,4 +89,48 @@ func TestCatFailsMidStream(t *testing.T) {
 	}
 	// Before any content: one error document, as for any command.
 	a.fail(1, "not_found", "cat", "/missing")
+}
+
+// The reproduction: a chunk's data changed with plain SQL. avfs
+// cat, a version's cat and export fail with integrity_failed (exit 1)
+// instead of printing the changed bytes; cat prints no more than what
+// precedes the chunk.
+func TestCatDamagedChunk(t *testing.T) {
+	a := newAVFS(t)
+	const c = vault.ChunkSize
+	want := catRandom(9, 3*c)
+	a.okIn(want, "write", "/f")
+	orig := want[c : 2*c]
+	h := sha256.Sum256(orig)
+	damaged := bytes.Clone(orig)
+	damaged[7] ^= 1
+	db := openDB(t, filepath.Join(a.home, "vaults", "default.avfs"))
+	if _, err := db.Exec("UPDATE chunks SET data = ? WHERE hash = ?", damaged, h[:]); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	r := a.exec(nil, "cat", "/f")
+	if r.code != 1 || !strings.Contains(string(r.stderr), "avfs: read /f") || !strings.Contains(string(r.stderr), "damaged") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if len(r.stdout) > c || !bytes.Equal(r.stdout, want[:len(r.stdout)]) {
+		t.Fatalf("stdout: %d bytes, a prefix of the content before the damaged chunk: %v", len(r.stdout), bytes.HasPrefix(want, r.stdout))
+	}
+	r = a.exec(nil, "cat", "/f", "--version", "1")
+	if r.code != 1 || !strings.Contains(string(r.stderr), "damaged") || len(r.stdout) > c || !bytes.Equal(r.stdout, want[:len(r.stdout)]) {
+		t.Fatalf("version: exit %d, stderr %q, %d bytes", r.code, r.stderr, len(r.stdout))
+	}
+	eo := a.fail(1, "integrity_failed", "export", "/f", filepath.Join(t.TempDir(), "out"))
+	if eo["chunk"] != hex.EncodeToString(h[:]) || eo["path"] != "/f" {
+		t.Errorf("export error names the chunk and the file: %v", eo)
+	}
+	// Restored, it reads again.
+	db = openDB(t, filepath.Join(a.home, "vaults", "default.avfs"))
+	if _, err := db.Exec("UPDATE chunks SET data = ? WHERE hash = ?", orig, h[:]); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if r := a.exec(nil, "cat", "/f"); r.code != 0 || !bytes.Equal(r.stdout, want) {
+		t.Fatalf("after repair: exit %d, %d bytes", r.code, len(r.stdout))
+	}
 }
