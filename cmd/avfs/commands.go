@@ -16,7 +16,7 @@ func commands(e *env) []*cli.Command {
 	cmds = append(cmds, mountCommand(e), unmountCommand(e))
 	cmds = append(cmds, proxyCommand(e), approvalCommand(e))
 	cmds = append(cmds, hookCommand(e), mcpCommand(e), serveCommand(e), workspaceCommand(e))
-	cmds = append(cmds, vaultFindCommand(e), statsCommand(e))
+	cmds = append(cmds, vaultFindCommand(e), grepCommand(e), statsCommand(e))
 	cmds = append(cmds, labelCommands(e)...)
 	cmds = append(cmds, completionCommand(e), manCommand(e))
 	return cmds

@@ -31,16 +31,7 @@ func vaultFindCommand(e *env) *cli.Command {
 			"no suffix means bytes); -mtime counts whole days of age.\n" +
 			"Text output prints each path as it is found; --json prints one document.\n\n" +
 			"example: avfs find /src -name '*.go' -size +10k",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "name", Usage: "last path element matches `GLOB`"},
-			&cli.StringFlag{Name: "path", Usage: "whole path matches `GLOB`"},
-			&cli.StringFlag{Name: "type", Usage: "entry type: f (file), d (dir), l (symlink), p (fifo), s (socket)"},
-			&cli.StringFlag{Name: "size", Usage: "size `[+-]N[c|k|M|G]`"},
-			&cli.StringFlag{Name: "mtime", Usage: "modified `[+-]DAYS` ago"},
-			&cli.StringFlag{Name: "newer", Usage: "modified after vault `FILE`"},
-			&cli.StringSliceFlag{Name: "tag", Usage: "has tag `TAG` (avfs tag)"},
-			&cli.StringSliceFlag{Name: "meta", Usage: "has metadata `KEY[=VALUE]` (avfs meta)"},
-		},
+		Flags: findFlags(),
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 0, 1, "[PATH]")
 			if err != nil {
@@ -77,6 +68,20 @@ func vaultFindCommand(e *env) *cli.Command {
 				return e.emit(res, func(io.Writer) error { return nil })
 			})
 		},
+	}
+}
+
+// findFlags are the filters of `avfs find`, which `avfs grep` shares.
+func findFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "name", Usage: "last path element matches `GLOB`"},
+		&cli.StringFlag{Name: "path", Usage: "whole path matches `GLOB`"},
+		&cli.StringFlag{Name: "type", Usage: "entry type: f (file), d (dir), l (symlink), p (fifo), s (socket)"},
+		&cli.StringFlag{Name: "size", Usage: "size `[+-]N[c|k|M|G]`"},
+		&cli.StringFlag{Name: "mtime", Usage: "modified `[+-]DAYS` ago"},
+		&cli.StringFlag{Name: "newer", Usage: "modified after vault `FILE`"},
+		&cli.StringSliceFlag{Name: "tag", Usage: "has tag `TAG` (avfs tag)"},
+		&cli.StringSliceFlag{Name: "meta", Usage: "has metadata `KEY[=VALUE]` (avfs meta)"},
 	}
 }
 
