@@ -22,8 +22,9 @@ bin/avfs: $(shell find . \( -name '*.go' -o -name '*.c' \) -not -path './bin/*' 
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o bin/avfs ./cmd/avfs
 
 # deps installs the system packages the tests and benchmarks use (FUSE tools,
-# sqlite3, git, libtool for the real-tools tests, and bubblewrap, which
-# `make bench` measures the sandbox against).
+# sqlite3, git, libtool for the real-tools tests, setpriv for the runs
+# without CAP_SYS_ADMIN, and bubblewrap, which `make bench` measures the
+# sandbox against).
 # It does nothing when they are present; CI calls it through .ci/run.
 deps:
 	@missing=""; \
@@ -32,6 +33,7 @@ deps:
 	command -v git >/dev/null || missing="$$missing git"; \
 	command -v libtool >/dev/null || missing="$$missing libtool-bin"; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v setpriv >/dev/null || missing="$$missing util-linux"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

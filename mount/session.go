@@ -94,8 +94,30 @@ type Session struct {
 	root   *node // set before the mount is served
 }
 
+// ErrNotPermitted is the cause of the fuse_unavailable error of a mount
+// that was refused although /dev/fuse opens: EPERM or EACCES from
+// mount(2), or fusermount failing, as in a container without
+// CAP_SYS_ADMIN. Available cannot see this; only mounting tells.
+var ErrNotPermitted = errors.New("mounting is not permitted here")
+
+// NotPermitted is the fuse_unavailable error, wrapping ErrNotPermitted
+// and cause, of a mount at dir that was refused.
+func NotPermitted(dir string, cause error) error {
+	return wire.Errorf(wire.CodeFuseUnavailable, "mount %s: %w (%w): a container without CAP_SYS_ADMIN, say", dir, ErrNotPermitted, trimmed{cause}).With("dir", dir)
+}
+
+// trimmed is an error without the white space its message ends with (go-fuse's
+// "fusermount exited with code 256\n").
+type trimmed struct{ err error }
+
+func (t trimmed) Error() string { return strings.TrimSpace(t.err.Error()) }
+func (t trimmed) Unwrap() error { return t.err }
+
 // Available reports whether FUSE can be used by this process, as a
-// fuse_unavailable error that says how to fix it.
+// fuse_unavailable error that says how to fix it: /dev/fuse opens, and a
+// non-root user has fusermount3 (or fusermount). It does not mount, so it
+// says yes where mounting is refused (a container given /dev/fuse but
+// not CAP_SYS_ADMIN); Mount then fails with ErrNotPermitted.
 func Available() error {
 	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
 	if err != nil {
@@ -121,7 +143,9 @@ func Available() error {
 // Mount serves store at dir until Unmount (or an unmount from outside).
 // dir must be an existing directory; a stale mount left there by a killed
 // process is cleaned up first. A writer mount takes the vault's mount lock:
-// a second one fails with vault_busy.
+// a second one fails with vault_busy. A mount the kernel or fusermount
+// refuses fails with fuse_unavailable wrapping ErrNotPermitted (see
+// NotPermitted), having printed nothing.
 func Mount(ctx context.Context, store Store, dir string, opts Options) (*Session, error) {
 	if err := Available(); err != nil {
 		return nil, err
@@ -172,14 +196,18 @@ func (s *Session) serve() error {
 	}
 	fo := &fs.Options{
 		MountOptions: fuse.MountOptions{
-			FsName:       name,
-			Name:         "avfs",
-			DirectMount:  os.Geteuid() == 0,
-			AllowOther:   s.opts.AllowOther,
-			Options:      mo,
-			MaxWrite:     1 << 20,
-			MaxReadAhead: 1 << 20,
-			Debug:        s.opts.Debug,
+			FsName: name,
+			Name:   "avfs",
+			// Root mounts with mount(2) and nothing else: its errno is
+			// what tells a refused mount, and go-fuse's retry through
+			// fusermount (refused the same way) would print fusermount's
+			// complaint on our stderr.
+			DirectMountStrict: os.Geteuid() == 0,
+			AllowOther:        s.opts.AllowOther,
+			Options:           mo,
+			MaxWrite:          1 << 20,
+			MaxReadAhead:      1 << 20,
+			Debug:             s.opts.Debug,
 			PanicHandler: func(any) fuse.Status {
 				s.mu.Lock()
 				s.panics++
@@ -198,8 +226,8 @@ func (s *Session) serve() error {
 	}
 	server, err := fs.Mount(s.dir, root, fo)
 	if err != nil {
-		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
-			return wire.Errorf(wire.CodeFuseUnavailable, "mount %s: not permitted (%v): run as root, or install fuse3 for fusermount3", s.dir, err)
+		if refused(err) {
+			return NotPermitted(s.dir, err)
 		}
 		return wire.Errorf(wire.CodeMountFailed, "mount %s: %v", s.dir, err).With("dir", s.dir)
 	}
@@ -226,6 +254,16 @@ func (s *Session) serve() error {
 		close(s.done)
 	}()
 	return nil
+}
+
+// refused reports whether err, from go-fuse's mount, says that this
+// process may not mount: EPERM or EACCES from mount(2), or fusermount
+// failing (go-fuse gives only its exit status; what it said went to its
+// stderr). Mount has already checked that dir is a directory and no mount
+// point, so fusermount has nothing else to refuse.
+func refused(err error) bool {
+	return errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) ||
+		strings.HasPrefix(err.Error(), "fusermount exited with code")
 }
 
 // release drops the vault lock once.

@@ -90,6 +90,10 @@ type Runner struct {
 	// Sandboxes, when set, prepares sandboxes ahead of the runs that take
 	// them (avfs serve, see NewSandboxPool); nil builds each for its run.
 	Sandboxes *sandbox.Pool
+
+	// fuseState, when set, replaces the process's (processFUSE): tests
+	// fake the mount with it.
+	fuseState *fuseState
 }
 
 // Request is one `avfs proxy exec`.
@@ -256,7 +260,7 @@ func (x *execution) stages() []stage {
 func (x *execution) through(ctx context.Context, stages []stage) int {
 	for _, s := range stages {
 		if err := s.run(ctx); err != nil {
-			return x.fail(s.name, err)
+			return x.fail(ctx, s.name, err)
 		}
 		if x.stopped {
 			return x.status
@@ -319,14 +323,46 @@ func (x *execution) release(ctx context.Context) {
 // it reports deny, as newEnvelope does, with no reasons or those saying
 // why nothing could be decided (the command did not parse, the policy did
 // not load).
-func (x *execution) fail(stage string, err error) int {
+//
+// A run that fails before its command started leaves no checkpoint behind
+// (see dropCheckpoint): the envelope's checkpoint is then null.
+func (x *execution) fail(ctx context.Context, stage string, err error) int {
 	if !strings.HasPrefix(err.Error(), "proxy exec: ") {
 		err = fmt.Errorf("proxy exec: %s: %w", stage, err)
 	}
 	if x.decided {
 		x.reportDecision()
 	}
+	if !x.ran {
+		x.dropCheckpoint(ctx)
+	}
 	return fail(x.out, err)
+}
+
+// dropCheckpoint removes the checkpoint of a run whose command never
+// started (a mount or a sandbox refused, a --cwd that is no directory):
+// the vault is as the checkpoint has it, and a run that did nothing must
+// not leave one to prune. The run's mark pins it (see
+// vault.SaveCheckpointMarked), so the mark is released first; the run
+// still holds LockExec, so nobody restores the checkpoint or changes the
+// vault meanwhile, and nothing has changed since the mark (the command
+// never ran). A checkpoint that cannot be removed stays, and the envelope
+// names it.
+func (x *execution) dropCheckpoint(ctx context.Context) {
+	if x.cp == nil || x.ran {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if x.mark != nil {
+		if err := x.v.Release(ctx, *x.mark); err != nil {
+			return
+		}
+		x.mark = nil
+	}
+	if _, err := x.v.DeleteCheckpoint(ctx, strconv.FormatInt(x.cp.ID, 10)); err != nil {
+		return
+	}
+	x.cp, x.out.Checkpoint = nil, nil
 }
 
 // reportDecision puts the decision made, x.res, in the envelope.
@@ -563,7 +599,11 @@ func (x *execution) checkpoint(ctx context.Context) error {
 		return err
 	}
 	x.mark = &m
-	x.later(func(ctx context.Context) { v.Release(ctx, m) })
+	x.later(func(ctx context.Context) { // unless dropCheckpoint did it
+		if x.mark != nil {
+			v.Release(ctx, *x.mark)
+		}
+	})
 	x.out.Timing.CheckpointMS = ms(time.Since(x.started))
 	return nil
 }
@@ -588,7 +628,7 @@ func (x *execution) mount(ctx context.Context) error {
 			x.ws.close(ctx, x.v, x.req.Readonly || !x.ran)
 		}
 	})
-	x.out.Mount = &wire.MountReport{Mode: ws.mode, Dir: ws.dir}
+	x.out.Mount = &wire.MountReport{Mode: ws.mode, Dir: ws.dir, Fallback: ws.fallback}
 	dir := filepath.Join(ws.dir, filepath.FromSlash(strings.TrimPrefix(x.cwd, "/")))
 	x.out.Timing.MountMS = ms(time.Since(x.started))
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
@@ -970,6 +1010,9 @@ type workspace struct {
 	// attached: dir is the workspace's live mount (see Attached), which
 	// stays when the run ends.
 	attached bool
+	// fallback: why --mount-mode auto materialised the vault (nil when
+	// it mounted it, or another mode was asked for).
+	fallback *wire.MountFallback
 }
 
 // copyIntact fails with host_io unless dir is still the directory the
@@ -1028,19 +1071,39 @@ func (r *Runner) tempDir() string {
 	return os.TempDir()
 }
 
+// present presents the vault for a run as req.MountMode asks. Under
+// auto, a FUSE mount that is refused (mount.ErrNotPermitted: a container
+// without CAP_SYS_ADMIN) gives way to a materialised copy, and the
+// workspace's fallback says why; so does a process that cannot use FUSE
+// at all, or was refused a mount not long ago (see fuseState). Under
+// fuse, a refused mount fails with fuse_unavailable saying what works.
 func (r *Runner) present(ctx context.Context, v *vault.Vault, name string, req Request, busyUntil time.Time) (*workspace, error) {
-	mode := req.MountMode
-	if mode == ModeAuto {
-		mode = ModeFUSE
-		if mount.Available() != nil {
-			mode = ModeMaterialize
-		}
-	}
-	if mode == ModeFUSE {
-		if err := mount.Available(); err != nil {
+	f := r.fuse()
+	mode, fallback := f.choose(req.MountMode)
+	if mode == ModeFUSE && req.MountMode == ModeFUSE {
+		if err := f.available(); err != nil {
 			return nil, fmt.Errorf("proxy exec: --mount-mode fuse: %w", err)
 		}
 	}
+	ws, err := r.presentAs(ctx, v, name, req, mode, busyUntil)
+	switch {
+	case err == nil:
+	case !errors.Is(err, mount.ErrNotPermitted):
+		return nil, err
+	case req.MountMode == ModeFUSE:
+		return nil, fuseRefusedErr(err)
+	default:
+		fallback = refusedFallback(err, "")
+		if ws, err = r.presentAs(ctx, v, name, req, ModeMaterialize, busyUntil); err != nil {
+			return nil, err
+		}
+	}
+	ws.fallback = fallback
+	return ws, nil
+}
+
+// presentAs presents the vault in mode, fuse or materialize.
+func (r *Runner) presentAs(ctx context.Context, v *vault.Vault, name string, req Request, mode string, busyUntil time.Time) (*workspace, error) {
 	ws := &workspace{mode: map[string]string{ModeFUSE: "fuse", ModeMaterialize: "materialized"}[mode]}
 	run, err := r.newRun()
 	if err != nil {
@@ -1183,7 +1246,7 @@ func (w *workspace) removeCopy() error {
 // mountHere mounts the vault at ws.dir, served by this process. The command
 // must then be started with ProcSpec.DirServed.
 func (r *Runner) mountHere(ctx context.Context, v *vault.Vault, name string, ws *workspace, readonly bool) error {
-	sess, err := mount.Mount(ctx, v, ws.dir, mount.Options{ReadOnly: readonly, FsName: "avfs:" + name, SpillDir: ws.base})
+	sess, err := r.fuse().mountFUSE(ctx, v, ws.dir, mount.Options{ReadOnly: readonly, FsName: "avfs:" + name, SpillDir: ws.base})
 	if err != nil {
 		return fmt.Errorf("proxy exec: %w", err)
 	}

@@ -112,7 +112,9 @@ func TestExecEnvNUL(t *testing.T) {
 // and its reasons with the error; one that fails before reports deny with
 // no reasons (newEnvelope's not-decided envelope). The failures are fakes
 // put in the stage's place: a real one (a mount that fails once the
-// checkpoint is taken) is hard to provoke.
+// checkpoint is taken) is hard to provoke. A run that fails before its
+// command started (mount, run) leaves no checkpoint, and its envelope says
+// none; one that fails after keeps it.
 func TestExecFailureKeepsTheDecision(t *testing.T) {
 	cases := []struct {
 		stage       string
@@ -123,8 +125,8 @@ func TestExecFailureKeepsTheDecision(t *testing.T) {
 	}{
 		{"request", wire.CodeInvalidInput, wire.Deny, nil, 0},
 		{"lock", wire.CodeVaultBusy, wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}, 0},
-		{"mount", wire.CodeHostIO, wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}, 1},
-		{"run", wire.CodeSandbox, wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}, 1},
+		{"mount", wire.CodeHostIO, wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}, 0},
+		{"run", wire.CodeSandbox, wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}, 0},
 		{"summary", wire.CodeInternal, wire.AllowWithCheckpoint, []string{"avfs.checkpoint.changes"}, 1},
 	}
 	for _, c := range cases {
@@ -154,6 +156,10 @@ func TestExecFailureKeepsTheDecision(t *testing.T) {
 			if c.checkpoints > 0 {
 				if cps := checkpoints(t, r); len(cps) != c.checkpoints || out.Checkpoint == nil || out.Checkpoint.ID != cps[0].ID {
 					t.Fatalf("checkpoints %+v, envelope's %+v", cps, out.Checkpoint)
+				}
+			} else if c.stage != "request" {
+				if cps := checkpoints(t, r); len(cps) != 0 || out.Checkpoint != nil {
+					t.Fatalf("checkpoints %+v, envelope's %+v: want none", cps, out.Checkpoint)
 				}
 			}
 		})

@@ -76,7 +76,37 @@ type MountReport struct {
 	// changed in its materialised copy, all thrown away (a read-only FUSE
 	// mount refuses writes instead). Absent when 0.
 	Discarded int `json:"discarded,omitempty"`
+	// Fallback, set only under --mount-mode auto, says why the vault was
+	// materialised rather than mounted with FUSE; absent when FUSE was used
+	// or another mode was asked for.
+	Fallback *MountFallback `json:"fallback,omitempty"`
 }
+
+// MountFallback says why a --mount-mode auto run was given a materialised
+// copy instead of a FUSE mount.
+type MountFallback struct {
+	Reason  FallbackReason `json:"reason"`
+	Message string         `json:"message"` // what FUSE's failure said, for people
+}
+
+// FallbackReason is why --mount-mode auto did not use FUSE.
+type FallbackReason string
+
+// The reasons of a fallback.
+const (
+	// FallbackFuseUnavailable: FUSE cannot be used by this process at all
+	// (no /dev/fuse, no permission to open it, or no fusermount3 for a
+	// non-root user); nothing was tried.
+	FallbackFuseUnavailable FallbackReason = "fuse_unavailable"
+	// FallbackMountNotPermitted: /dev/fuse opens but the mount was refused
+	// (EPERM or EACCES from mount(2), or fusermount refused), as in a
+	// container without CAP_SYS_ADMIN; now or, remembered, by an earlier
+	// run of this process.
+	FallbackMountNotPermitted FallbackReason = "mount_not_permitted"
+)
+
+// FallbackReasons lists the reasons of a fallback.
+var FallbackReasons = []FallbackReason{FallbackFuseUnavailable, FallbackMountNotPermitted}
 
 // ProcessReport is how the command ran. Output that is valid UTF-8 is a
 // string; other output is base64 with encoding "base64". Output beyond the

@@ -29,7 +29,7 @@ const (
 	CodeVersionNotFound    Code = "version_not_found"     // no such version in a file's history
 	CodeIntegrity          Code = "integrity_failed"      // vault check or audit verify found problems; a read met a missing or damaged chunk
 	CodeHostIO             Code = "host_io"               // reading or writing the host file system failed
-	CodeFuseUnavailable    Code = "fuse_unavailable"      // FUSE cannot be used here (no /dev/fuse, no permission, no fusermount3)
+	CodeFuseUnavailable    Code = "fuse_unavailable"      // FUSE cannot be used here (no /dev/fuse, no permission, no fusermount3, mounting refused)
 	CodeMountFailed        Code = "mount_failed"          // mounting or unmounting failed
 	CodeMountBusy          Code = "mount_busy"            // the mount is in use; details name the processes holding it
 	CodeNotMounted         Code = "not_mounted"           // the directory is not an avfs mount

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -67,6 +68,12 @@ func goldenEnvelopes() map[string]Envelope {
 	failed := denied
 	failed.ID, failed.Decision = "ex-20261129T120414-dddddddddddd", AllowWithCheckpoint
 	failed.Error = &ErrorBody{Code: CodeMountFailed, Message: "proxy exec: the mount was not ready after 30s"}
+	fellBack := unsandboxed
+	fellBack.ID = "ex-20261129T120417-abababababab"
+	fellBack.Mount = &MountReport{Mode: "materialized", Dir: "/home/alice/.avfs/run/exec-4243-7e0d1a/root",
+		Fallback: &MountFallback{Reason: FallbackMountNotPermitted,
+			Message: "mount /home/alice/.avfs/run/exec-4243-7e0d1a/root: mounting is not permitted here (operation not permitted): a container without CAP_SYS_ADMIN, say"}}
+	fellBack.Sandbox = &SandboxReport{Mode: SandboxNone, Reason: "--sandbox none", Workspace: fellBack.Mount.Dir, Home: fellBack.Mount.Dir, Network: NetworkHost}
 	networkOff := ran
 	networkOff.ID = "ex-20261129T120416-ffffffffffff"
 	networkOff.Policy.Reasons = []Reason{{ID: "avfs.checkpoint.changes", Message: "Commands that may change the vault run after a checkpoint: go build ./...", Decision: AllowWithCheckpoint}}
@@ -88,7 +95,7 @@ func goldenEnvelopes() map[string]Envelope {
 			"(docs/policy.md, \"The sandbox grant\"), or it must run without a sandbox (--sandbox none), which gives it the host's network and the rest of the host.",
 		Command: "avfs --vault default proxy exec --cwd /src -- go mod download"}}
 	return map[string]Envelope{"envelope_ran": ran, "envelope_denied": denied, "envelope_approval": approval, "envelope_timed_out": timedOut, "envelope_failed": failed,
-		"envelope_unsandboxed": unsandboxed, "envelope_network_off": networkOff}
+		"envelope_unsandboxed": unsandboxed, "envelope_network_off": networkOff, "envelope_fallback": fellBack}
 }
 
 // TestGoldenEnvelopes pins the envelope's JSON and checks it against the
@@ -171,4 +178,40 @@ func checkGolden(t *testing.T, name string, v any) []byte {
 		t.Errorf("%s changed: fields may be added, never renamed or removed.\n got %s\nwant %s", name, got, want)
 	}
 	return want
+}
+
+// TestFallbackReasonsInSchema checks that the schema lists exactly the
+// reasons of a mount fallback.
+func TestFallbackReasonsInSchema(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "envelope.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Properties struct {
+			Mount struct {
+				OneOf []struct {
+					Properties struct {
+						Fallback struct {
+							Properties struct {
+								Reason struct {
+									Enum []FallbackReason `json:"enum"`
+								} `json:"reason"`
+							} `json:"properties"`
+						} `json:"fallback"`
+					} `json:"properties"`
+				} `json:"oneOf"`
+			} `json:"mount"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var got []FallbackReason
+	for _, o := range doc.Properties.Mount.OneOf {
+		got = append(got, o.Properties.Fallback.Properties.Reason.Enum...)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(FallbackReasons) {
+		t.Errorf("schema's mount.fallback.reason enum %v, want %v", got, FallbackReasons)
+	}
 }

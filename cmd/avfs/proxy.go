@@ -55,7 +55,7 @@ func proxyExecCommand(e *env) *cli.Command {
 		&cli.BoolFlag{Name: "stdin", Usage: "pass avfs's stdin to the command (default /dev/null)"},
 		&cli.StringSliceFlag{Name: "env", Usage: "pass `KEY` from avfs's environment, or set KEY=VALUE (repeatable)"},
 		&cli.StringFlag{Name: "mountpoint", Usage: "show the vault to the command at `DIR` (the same path on every run) instead of a private temporary directory; made if missing"},
-		&cli.StringFlag{Name: "mount-mode", Value: runner.ModeAuto, Usage: "fuse, materialize, or auto (fuse when available)"},
+		&cli.StringFlag{Name: "mount-mode", Value: runner.ModeAuto, Usage: "fuse, materialize, or auto (fuse when available and permitted, else a materialised copy)"},
 		&cli.StringFlag{Name: "approval", Usage: "run under the granted approval `ID`"},
 		&cli.DurationFlag{Name: "ttl", Value: runner.DefaultTTL, Usage: "how long a new approval request stays valid"},
 		&cli.BoolFlag{Name: "rollback-on-failure", Usage: "restore the vault when the command fails or times out"},
