@@ -92,20 +92,6 @@ func without(ids ...int64) func([]auditTestRow) []auditTestRow {
 	}
 }
 
-func sqlOn(t *testing.T, path string, stmts ...string) {
-	t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, q := range stmts {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-}
-
 func testKey(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
 
 // keyedVault makes a vault whose audit log, written with key, is
@@ -167,18 +153,18 @@ func TestVerifyAuditKeyed(t *testing.T) {
 			want: []wire.AuditFault{wire.AuditCheckpointHeadMismatch}, mac: wire.AuditMACChecked},
 		{name: "checkpoint's head row deleted, re-chained with the key", tamper: func(t *testing.T, p string) { rechain(t, p, newMACs, key, without(6)) },
 			want: []wire.AuditFault{wire.AuditCheckpointHeadMismatch}, mac: wire.AuditMACChecked},
-		{name: "row deleted, not re-chained", tamper: func(t *testing.T, p string) { sqlOn(t, p, "DELETE FROM audit WHERE id = 3") },
+		{name: "row deleted, not re-chained", tamper: func(t *testing.T, p string) { sqliteExec(t, p, "DELETE FROM audit WHERE id = 3") },
 			want: []wire.AuditFault{wire.AuditRowsMissing, wire.AuditLinkBroken, wire.AuditCheckpointHeadMissing}, mac: wire.AuditMACChecked},
-		{name: "row edited", tamper: func(t *testing.T, p string) { sqlOn(t, p, "UPDATE audit SET path = '/x' WHERE id = 5") },
+		{name: "row edited", tamper: func(t *testing.T, p string) { sqliteExec(t, p, "UPDATE audit SET path = '/x' WHERE id = 5") },
 			want: []wire.AuditFault{wire.AuditHashMismatch}, mac: wire.AuditMACChecked},
 		{name: "row edited, hashes recomputed without the key", tamper: func(t *testing.T, p string) {
 			rechain(t, p, keepMACs, nil, func(rows []auditTestRow) []auditTestRow { rows[4].path = "/x"; return rows })
 		}, want: []wire.AuditFault{wire.AuditMACMismatch, wire.AuditCheckpointHeadMismatch}, mac: wire.AuditMACChecked},
-		{name: "MACs stripped from row 5 on", tamper: func(t *testing.T, p string) { sqlOn(t, p, "UPDATE audit SET mac = x'' WHERE id >= 5") },
+		{name: "MACs stripped from row 5 on", tamper: func(t *testing.T, p string) { sqliteExec(t, p, "UPDATE audit SET mac = x'' WHERE id >= 5") },
 			want: []wire.AuditFault{wire.AuditMACMissing, wire.AuditCheckpointHeadMismatch}, mac: wire.AuditMACChecked},
 		{name: "every MAC stripped and re-chained", tamper: func(t *testing.T, p string) { rechain(t, p, stripMACs, nil, without(2)) },
 			want: []wire.AuditFault{wire.AuditCheckpointHeadMismatch}, mac: wire.AuditMACNone},
-		{name: "state head edited", tamper: func(t *testing.T, p string) { sqlOn(t, p, "UPDATE state SET audit_id = 7") },
+		{name: "state head edited", tamper: func(t *testing.T, p string) { sqliteExec(t, p, "UPDATE state SET audit_id = 7") },
 			want: []wire.AuditFault{wire.AuditHeadMismatch}, mac: wire.AuditMACChecked},
 		// The documented limit: rows after the last checkpoint cut off the
 		// end, with the state row's head moved back, are not detected.
@@ -270,7 +256,7 @@ func TestVerifyAuditUnanchoredRows(t *testing.T) {
 // schemaV1 turns the vault file at path into one of schema version 1, as
 // avfs wrote them before the audit chain was keyed.
 func schemaV1(t *testing.T, path string) {
-	sqlOn(t, path, "ALTER TABLE audit DROP COLUMN mac", "ALTER TABLE checkpoints DROP COLUMN audit_id",
+	sqliteExec(t, path, "ALTER TABLE audit DROP COLUMN mac", "ALTER TABLE checkpoints DROP COLUMN audit_id",
 		"ALTER TABLE checkpoints DROP COLUMN audit_hash", "ALTER TABLE checkpoints DROP COLUMN audit_mac", "PRAGMA user_version = 1")
 }
 
@@ -323,7 +309,7 @@ func TestMigrateRefusesForeignDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := s.PathOf("x")
-	sqlOn(t, path, "CREATE TABLE state (id INTEGER)", "CREATE TABLE audit (id INTEGER)", fmt.Sprintf("PRAGMA user_version = %d", 1))
+	sqliteExec(t, path, "CREATE TABLE state (id INTEGER)", "CREATE TABLE audit (id INTEGER)", fmt.Sprintf("PRAGMA user_version = %d", 1))
 	_, err := s.Open(context.Background(), "x")
 	wantUnreadable(t, "open", err, wire.VaultNotAVFS)
 }
