@@ -63,6 +63,7 @@ type openFile struct {
 	mtime    time.Time
 	base     *vault.Content // the vault's content as last read or written; reads of clean chunks go here
 	detached bool           // the file lost its last name while open
+	unhold   func()         // releases the vault's hold on a detached file's content (see detach)
 	attr     vault.Attr     // last attributes seen in the vault, for fstat after unlink
 	lastErr  error
 
@@ -454,18 +455,27 @@ func (of *openFile) setSize(ctx context.Context, size int64) {
 
 // detach keeps the file's content readable after its last name is removed.
 // The base snapshot outlives the inode, so reads go on from it.
+// Only history refers to that content now: the vault holds it from
+// retention until the file is closed.
 func (of *openFile) detach(a vault.Attr) {
 	of.mu.Lock()
+	defer of.mu.Unlock()
 	of.detached = true
 	of.attr = a
-	of.mu.Unlock()
+	if of.unhold == nil {
+		of.unhold = of.n.fsys.store.Hold(of.n.ino)
+	}
 }
 
-// close releases the spill file.
+// close releases the spill file and the hold on a detached file's content.
 func (of *openFile) close() {
 	if of.spill != nil {
 		of.spill.Close()
 		of.spill = nil
+	}
+	if of.unhold != nil {
+		of.unhold()
+		of.unhold = nil
 	}
 }
 

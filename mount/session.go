@@ -170,6 +170,9 @@ func Mount(ctx context.Context, store Store, dir string, opts Options) (*Session
 			return nil, fmt.Errorf("mount: %w", err)
 		}
 		s.locked = true
+		// The mount may write for hours (builds, installs): the vault
+		// keeps its history bounded meanwhile, in the background.
+		store.StartRetention()
 	}
 	if err := s.serve(); err != nil {
 		s.release()

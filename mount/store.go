@@ -31,6 +31,12 @@ type Store interface {
 	Usage(ctx context.Context) (vault.Usage, error)
 	Lock(ctx context.Context, name, info string) error
 	Unlock(ctx context.Context, name string) error
+	// Hold keeps a deleted file's content from history retention while
+	// the mount still reads it through an open file (vault.Vault.Hold).
+	Hold(ino uint64) (release func())
+	// StartRetention bounds history in the background while the mount
+	// serves writes (vault.Vault.StartRetention).
+	StartRetention()
 }
 
 var _ Store = (*vault.Vault)(nil)

@@ -537,6 +537,10 @@ func (x *execution) lock(ctx context.Context) error {
 			return fmt.Errorf("proxy exec: waited %s for the vault: %w", req.BusyWait, err)
 		}
 		x.later(func(ctx context.Context) { v.Unlock(ctx, LockExec) })
+		// History stays bounded (vault.Retention): once the run's mark is
+		// released, a pass runs if the run's writes made one due. One that
+		// fails is left to the next run, the mount's background or gc.
+		x.later(func(ctx context.Context) { _, _, _ = v.RetainIfDue(ctx) })
 		// Nor may a writer mount of someone else's change the vault under
 		// the checkpoint and the mark (the workspace's own mount is the
 		// run's).

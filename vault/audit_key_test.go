@@ -253,9 +253,20 @@ func TestVerifyAuditUnanchoredRows(t *testing.T) {
 	}
 }
 
+// schemaV2 turns the vault file at path into one of schema version 2, as
+// avfs wrote them before history had retention.
+func schemaV2(t *testing.T, path string) {
+	var drops []string
+	for _, c := range []string{"chunk_bytes", "retain_at", "keep_versions", "keep_age_s", "history_pct", "history_min_mb"} {
+		drops = append(drops, "ALTER TABLE state DROP COLUMN "+c)
+	}
+	sqliteExec(t, path, append(drops, "PRAGMA user_version = 2")...)
+}
+
 // schemaV1 turns the vault file at path into one of schema version 1, as
 // avfs wrote them before the audit chain was keyed.
 func schemaV1(t *testing.T, path string) {
+	schemaV2(t, path)
 	sqliteExec(t, path, "ALTER TABLE audit DROP COLUMN mac", "ALTER TABLE checkpoints DROP COLUMN audit_id",
 		"ALTER TABLE checkpoints DROP COLUMN audit_hash", "ALTER TABLE checkpoints DROP COLUMN audit_mac", "PRAGMA user_version = 1")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"avfs/wire"
 )
@@ -181,6 +182,13 @@ func (v *Vault) Check(ctx context.Context) (CheckReport, error) {
 		if files != st.files || bytesTotal != st.bytes {
 			add("counters", fmt.Sprintf("usage counters say %d files, %d bytes; the inodes hold %d files, %d bytes", st.files, st.bytes, files, bytesTotal), nil)
 		}
+		var stored int64
+		if err := q.QueryRowContext(ctx, "SELECT COALESCE(SUM(size), 0) FROM chunks").Scan(&stored); err != nil {
+			return err
+		}
+		if stored != st.chunkBytes {
+			add("counters", fmt.Sprintf("the stored-bytes counter says %d; the chunks hold %d", st.chunkBytes, stored), nil)
+		}
 		arep, err := v.verifyAuditChain(ctx, q, st)
 		if err != nil {
 			return err
@@ -214,8 +222,10 @@ type gcPlan struct {
 // fork pins, marks) nor history. It is the one selection of both GC, which
 // then deletes what it returns in the same transaction, and GCDryRun,
 // which only counts it. Cost: a scan of the inodes, dentries, versions and
-// chunks tables, and a set of every referenced hash in memory.
-func planGC(ctx context.Context, q querier, ignorePins []string, ignoreMarks bool) (gcPlan, error) {
+// chunks tables, and a set of every referenced hash in memory. The
+// versions in skipVersions are taken as removed (a dry run of the
+// retention gc applies first).
+func planGC(ctx context.Context, q querier, ignorePins []string, ignoreMarks bool, skipVersions map[[2]int64]bool) (gcPlan, error) {
 	var p gcPlan
 	for _, tbl := range []string{"inodes", "dentries"} {
 		cond, args := unpinnedRows(tbl, ignorePins, ignoreMarks)
@@ -226,9 +236,11 @@ func planGC(ctx context.Context, q querier, ignorePins []string, ignoreMarks boo
 		p.rows += n
 	}
 	cond, args := unpinnedRows("inodes", ignorePins, ignoreMarks)
-	refs, err := hashesIn(ctx, q, sqlQuery{sql: "SELECT chunks FROM inodes WHERE kind = 1 AND NOT (" + cond + ")", args: args},
-		sqlQuery{sql: "SELECT chunks FROM versions WHERE kind = 1"})
+	refs, err := hashesIn(ctx, q, sqlQuery{sql: "SELECT chunks FROM inodes WHERE kind = 1 AND NOT (" + cond + ")", args: args})
 	if err != nil {
+		return p, err
+	}
+	if err := versionHashes(ctx, q, refs, skipVersions); err != nil {
 		return p, err
 	}
 	rows, err := q.QueryContext(ctx, "SELECT id, hash, size FROM chunks")
@@ -275,7 +287,12 @@ func (v *Vault) GC(ctx context.Context) (GCResult, error) {
 			return err
 		}
 		res.MarksReleased = int64(marks)
-		plan, err := planGC(ctx, t.tx, nil, false)
+		ret, err := t.retain()
+		if err != nil {
+			return err
+		}
+		res.Versions, res.Rows, res.Chunks, res.BytesFreed = ret.Versions, ret.Rows, ret.Chunks, ret.BytesFreed
+		plan, err := planGC(ctx, t.tx, nil, false, nil)
 		if err != nil {
 			return err
 		}
@@ -287,8 +304,10 @@ func (v *Vault) GC(ctx context.Context) (GCResult, error) {
 				return err
 			}
 		}
-		res.Rows, res.Chunks, res.BytesFreed = plan.rows, int64(len(plan.chunks)), plan.bytes
-		t.audit("gc", "/", map[string]any{"rows_removed": res.Rows, "chunks_removed": res.Chunks, "bytes_freed": res.BytesFreed})
+		res.Rows, res.Chunks, res.BytesFreed = res.Rows+plan.rows, res.Chunks+int64(len(plan.chunks)), res.BytesFreed+plan.bytes
+		t.st.chunkBytes -= plan.bytes
+		t.st.retainAt = t.st.chunkBytes + retentionSlack(t.st)
+		t.audit("gc", "/", map[string]any{"versions_removed": res.Versions, "rows_removed": res.Rows, "chunks_removed": res.Chunks, "bytes_freed": res.BytesFreed})
 		return nil
 	})
 	if err != nil {
@@ -322,7 +341,7 @@ func (v *Vault) GCDryRun(ctx context.Context) (GCResult, error) {
 		return res, err
 	}
 	res.FileBefore, res.FileAfter = info.FileSize, info.FileSize
-	err = v.view(ctx, "gc dry run", func(q querier, _ state) error {
+	err = v.view(ctx, "gc dry run", func(q querier, st state) error {
 		d, dead, err := deadForkPins(ctx, q, dir)
 		if _, ferr := d.finish(false); err == nil {
 			err = ferr
@@ -345,7 +364,20 @@ func (v *Vault) GCDryRun(ctx context.Context) (GCResult, error) {
 				return err
 			}
 		}
-		plan, err := planGC(ctx, q, ignore, marks > 0)
+		other, err := otherWriterMount(ctx, q)
+		if err != nil {
+			return err
+		}
+		sel, err := v.selectRetention(ctx, q, st, time.Now().UnixNano(), other)
+		if err != nil {
+			return err
+		}
+		skip := make(map[[2]int64]bool, len(sel.keys))
+		for _, k := range sel.keys {
+			skip[k] = true
+		}
+		res.Versions = int64(len(sel.keys))
+		plan, err := planGC(ctx, q, ignore, marks > 0, skip)
 		if err != nil {
 			return err
 		}
@@ -363,4 +395,29 @@ func (v *Vault) GCDryRun(ctx context.Context) (GCResult, error) {
 	}
 	res.FilesRemoved = int64(n)
 	return res, nil
+}
+
+// versionHashes adds to set the chunk hashes of every version of a regular
+// file but those in skip.
+func versionHashes(ctx context.Context, q querier, set map[string]struct{}, skip map[[2]int64]bool) error {
+	rows, err := q.QueryContext(ctx, "SELECT ino, n, chunks FROM versions WHERE kind = 1")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k [2]int64
+		var b []byte
+		if err := rows.Scan(&k[0], &k[1], &b); err != nil {
+			return err
+		}
+		if skip[k] {
+			continue
+		}
+		for i := 0; i+hashLen <= len(b); i += hashLen {
+			set[string(b[i:i+hashLen])] = struct{}{}
+		}
+	}
+	delete(set, string(zeroHash))
+	return rows.Err()
 }

@@ -34,8 +34,12 @@ func (t *txn) putChunk(data []byte) ([]byte, error) {
 		return zeroHash, nil
 	}
 	sum := sha256.Sum256(data)
-	if _, err := t.tx.ExecContext(t.ctx, "INSERT OR IGNORE INTO chunks (hash, size, data) VALUES (?, ?, ?)", sum[:], len(data), data); err != nil {
+	res, err := t.tx.ExecContext(t.ctx, "INSERT OR IGNORE INTO chunks (hash, size, data) VALUES (?, ?, ?)", sum[:], len(data), data)
+	if err != nil {
 		return nil, err
+	}
+	if n, err := res.RowsAffected(); err == nil && n > 0 {
+		t.st.chunkBytes += int64(len(data))
 	}
 	return sum[:], nil
 }

@@ -370,6 +370,7 @@ func (s *Store) Detach(ctx context.Context, name string) error {
 			if _, err := t.tx.ExecContext(ctx, "INSERT INTO chunks (hash, size, data) VALUES (?, ?, ?)", []byte(h), len(data), data); err != nil {
 				return err
 			}
+			t.st.chunkBytes += int64(len(data))
 			copied++
 		}
 		t.st.parentName, t.st.parentUUID, t.st.parentGen, t.st.forkedNS = "", "", 0, 0

@@ -61,7 +61,7 @@ func TestGCDryRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.DryRun || dry.Rows != res.Rows || dry.Chunks != res.Chunks || dry.BytesFreed != res.BytesFreed ||
+		if res.DryRun || dry.Versions != res.Versions || dry.Rows != res.Rows || dry.Chunks != res.Chunks || dry.BytesFreed != res.BytesFreed ||
 			dry.ForksReleased != res.ForksReleased || dry.FilesRemoved != res.FilesRemoved {
 			t.Errorf("%s: dry run said %+v, gc freed %+v", step, dry, res)
 		}

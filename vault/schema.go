@@ -6,7 +6,12 @@ package vault
 //
 // Version 2 keys the audit chain: audit.mac, and the chain head each
 // checkpoint recorded (checkpoints.audit_id, audit_hash, audit_mac).
-const schemaVersion = 2
+// Version 3 bounds history: the stored bytes of all chunks
+// (state.chunk_bytes, kept by every transaction that adds or removes
+// chunks), when retention next runs (retain_at) and the vault's retention
+// settings (keep_versions, keep_age_s, history_pct, history_min_mb;
+// see Retention).
+const schemaVersion = 3
 
 // migrations[v] turns a vault of schema version v into one of version
 // v+1. They run in order, in one write transaction, when a vault of an
@@ -19,6 +24,15 @@ ALTER TABLE audit ADD COLUMN mac BLOB NOT NULL DEFAULT x'';
 ALTER TABLE checkpoints ADD COLUMN audit_id INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE checkpoints ADD COLUMN audit_hash BLOB NOT NULL DEFAULT x'';
 ALTER TABLE checkpoints ADD COLUMN audit_mac BLOB NOT NULL DEFAULT x'';
+`,
+	2: `
+ALTER TABLE state ADD COLUMN chunk_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE state ADD COLUMN retain_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE state ADD COLUMN keep_versions INTEGER NOT NULL DEFAULT ` + defaultKeepVersions + `;
+ALTER TABLE state ADD COLUMN keep_age_s INTEGER NOT NULL DEFAULT ` + defaultKeepAgeS + `;
+ALTER TABLE state ADD COLUMN history_pct INTEGER NOT NULL DEFAULT ` + defaultHistoryPct + `;
+ALTER TABLE state ADD COLUMN history_min_mb INTEGER NOT NULL DEFAULT ` + defaultHistoryMinMB + `;
+UPDATE state SET chunk_bytes = (SELECT COALESCE(SUM(size), 0) FROM chunks);
 `,
 }
 
@@ -56,7 +70,13 @@ CREATE TABLE state (
 	forked_ns      INTEGER NOT NULL DEFAULT 0,
 	audit_id       INTEGER NOT NULL DEFAULT 0,   -- the audit chain's head: last row id
 	audit_hash     BLOB    NOT NULL DEFAULT x'', -- and its hash (so removing the tail is detected)
-	dir_epoch      INTEGER NOT NULL DEFAULT 0    -- changes whenever a directory's path may have changed
+	dir_epoch      INTEGER NOT NULL DEFAULT 0,   -- changes whenever a directory's path may have changed
+	chunk_bytes    INTEGER NOT NULL DEFAULT 0,   -- stored bytes of all chunks
+	retain_at      INTEGER NOT NULL DEFAULT 0,   -- retention runs once chunk_bytes reaches this
+	keep_versions  INTEGER NOT NULL DEFAULT ` + defaultKeepVersions + `,
+	keep_age_s     INTEGER NOT NULL DEFAULT ` + defaultKeepAgeS + `,
+	history_pct    INTEGER NOT NULL DEFAULT ` + defaultHistoryPct + `,
+	history_min_mb INTEGER NOT NULL DEFAULT ` + defaultHistoryMinMB + `
 );
 
 CREATE TABLE inodes (

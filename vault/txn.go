@@ -25,14 +25,18 @@ type state struct {
 	auditID                          int64  // the audit chain's head: last row id
 	auditHash                        string // and its hash
 	dirEpoch                         int64  // bumped when directory paths may change (see Vault.dirs)
+	chunkBytes                       int64  // stored bytes of all chunks
+	retainAt                         int64  // retention runs once chunkBytes reaches this (see retentionDue)
+	retention                        Retention
 }
 
-const stateCols = `uuid, name, created_ns, gen, next_ino, files, bytes, max_bytes, max_files, max_file_bytes, parent_name, parent_uuid, parent_gen, forked_ns, audit_id, audit_hash, dir_epoch`
+const stateCols = `uuid, name, created_ns, gen, next_ino, files, bytes, max_bytes, max_files, max_file_bytes, parent_name, parent_uuid, parent_gen, forked_ns, audit_id, audit_hash, dir_epoch, chunk_bytes, retain_at, keep_versions, keep_age_s, history_pct, history_min_mb`
 
 func scanState(row *sql.Row) (state, error) {
 	var s state
 	err := row.Scan(&s.uuid, &s.name, &s.createdNS, &s.gen, &s.nextIno, &s.files, &s.bytes,
-		&s.maxBytes, &s.maxFiles, &s.maxFileBytes, &s.parentName, &s.parentUUID, &s.parentGen, &s.forkedNS, &s.auditID, &s.auditHash, &s.dirEpoch)
+		&s.maxBytes, &s.maxFiles, &s.maxFileBytes, &s.parentName, &s.parentUUID, &s.parentGen, &s.forkedNS, &s.auditID, &s.auditHash, &s.dirEpoch,
+		&s.chunkBytes, &s.retainAt, &s.retention.Versions, &s.retention.MaxAgeS, &s.retention.HistoryPct, &s.retention.HistoryMinMB)
 	return s, err
 }
 
@@ -55,6 +59,8 @@ type txn struct {
 	paths    map[int64]string // inode paths looked up in this transaction
 	dirPaths map[int64]string // the directories among them
 	tree     bool             // the transaction changes the file tree (inodes or dentries)
+
+	forgetVersions bool // versions were removed: the connection's cache of newest versions is stale
 
 	wc   *writeCache       // what earlier transactions of this connection left; nil when unknown
 	vers map[int64]Version // newest history version per inode seen or written here
@@ -107,7 +113,7 @@ func (t *txn) noteVersion(ino int64, v Version) {
 // committed hands what the transaction learnt to the connection's cache.
 func (t *txn) committed(c *writeCache, dataVer int64) {
 	c.ok, c.dataVer, c.st = true, dataVer, t.st
-	if c.versions == nil || len(c.versions)+len(t.vers) > maxCachedVersions {
+	if c.versions == nil || len(c.versions)+len(t.vers) > maxCachedVersions || t.forgetVersions {
 		c.versions = make(map[int64]Version, len(t.vers))
 	}
 	for ino, v := range t.vers {
@@ -165,6 +171,7 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 	if err := t.flushAudit(); err != nil {
 		return wrapOp(op, err)
 	}
+	grew := t.st.chunkBytes > t.orig.chunkBytes
 	if err := t.saveState(); err != nil {
 		return storageErr(op, err)
 	}
@@ -175,6 +182,9 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 	committed = true
 	t.committed(wc, dataVer)
 	v.rememberDirs(t.st.dirEpoch, t.dirPaths)
+	if grew {
+		v.kickRetention(t.st)
+	}
 	return nil
 }
 
@@ -183,9 +193,11 @@ func (t *txn) saveState() error {
 	if t.st == t.orig {
 		return nil
 	}
-	_, err := t.tx.ExecContext(t.ctx, `UPDATE state SET gen=?, next_ino=?, files=?, bytes=?, max_bytes=?, max_files=?, max_file_bytes=?, parent_name=?, parent_uuid=?, parent_gen=?, forked_ns=?, name=?, audit_id=?, audit_hash=?, dir_epoch=? WHERE id = 1`,
+	_, err := t.tx.ExecContext(t.ctx, `UPDATE state SET gen=?, next_ino=?, files=?, bytes=?, max_bytes=?, max_files=?, max_file_bytes=?, parent_name=?, parent_uuid=?, parent_gen=?, forked_ns=?, name=?, audit_id=?, audit_hash=?, dir_epoch=?,
+		chunk_bytes=?, retain_at=?, keep_versions=?, keep_age_s=?, history_pct=?, history_min_mb=? WHERE id = 1`,
 		t.st.gen, t.st.nextIno, t.st.files, t.st.bytes, t.st.maxBytes, t.st.maxFiles, t.st.maxFileBytes,
-		t.st.parentName, t.st.parentUUID, t.st.parentGen, t.st.forkedNS, t.st.name, t.st.auditID, []byte(t.st.auditHash), t.st.dirEpoch)
+		t.st.parentName, t.st.parentUUID, t.st.parentGen, t.st.forkedNS, t.st.name, t.st.auditID, []byte(t.st.auditHash), t.st.dirEpoch,
+		t.st.chunkBytes, t.st.retainAt, t.st.retention.Versions, t.st.retention.MaxAgeS, t.st.retention.HistoryPct, t.st.retention.HistoryMinMB)
 	if err == nil {
 		t.orig = t.st
 	}

@@ -37,6 +37,9 @@ type Vault struct {
 	mu     sync.Mutex
 	parent *Vault // lazily opened parent of a fork (read-only use)
 	closed bool
+	bg     *retainLoop // background retention (StartRetention); nil when not started
+
+	retainMu sync.Mutex // one retention pass at a time (RetainIfDue)
 
 	// dirs caches directory paths across transactions; it is valid while
 	// the state row's dir_epoch equals dirsEpoch.
@@ -388,6 +391,7 @@ func (v *Vault) isClosed() bool {
 
 // Close closes the vault (and any parent opened for a fork).
 func (v *Vault) Close() error {
+	v.stopRetention()
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.closed {

@@ -14,7 +14,10 @@ type GCResult struct {
 type GCCounts struct {
 	// DryRun says that nothing was changed: the counts are what gc would
 	// free now, and FileAfter is FileBefore.
-	DryRun     bool  `json:"dry_run"`
+	DryRun bool `json:"dry_run"`
+	// Versions counts the file versions the vault's retention settings
+	// removed first (see VaultRetention).
+	Versions   int64 `json:"versions_removed"`
 	Rows       int64 `json:"rows_removed"`     // inode and directory-entry rows no checkpoint, fork or mark needs
 	Chunks     int64 `json:"chunks_removed"`   // chunks nothing kept refers to
 	BytesFreed int64 `json:"bytes_freed"`      // their stored bytes

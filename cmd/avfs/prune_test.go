@@ -48,7 +48,7 @@ func TestGCDryRun(t *testing.T) {
 		t.Fatalf("gc --dry-run said %+v, gc freed %+v", dry, res)
 	}
 	r := a.exec(nil, "gc", "-n")
-	if r.code != 0 || !strings.HasPrefix(string(r.stdout), "would remove 0 rows and 0 chunks") {
+	if r.code != 0 || !strings.HasPrefix(string(r.stdout), "would remove 0 versions, 0 rows and 0 chunks") {
 		t.Fatalf("gc -n after gc: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 }

@@ -273,10 +273,12 @@ func runCheck(c *cli.Context, e *env, name string, v *vault.Vault) error {
 func gcCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "gc",
-		Usage: "remove data no checkpoint, version or fork needs and compact the vault",
+		Usage: "thin history as the vault's retention says, remove data nothing needs and compact the vault",
 		UsageText: "avfs gc [--vault NAME] [--dry-run]\n\n" +
-			"--dry-run says what gc would free (rows, chunks, bytes, pins of forks that never completed,\n" +
-			"their temporary files) and changes nothing.\n\n" +
+			"gc first removes the file versions the vault's retention settings let go (see avfs retention),\n" +
+			"then what no checkpoint, version or fork needs, then compacts the file.\n" +
+			"--dry-run says what gc would free (versions, rows, chunks, bytes, pins of forks that never\n" +
+			"completed, their temporary files) and changes nothing.\n\n" +
 			"example: avfs gc --vault work --dry-run",
 		Flags: []cli.Flag{&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "say what would be freed, change nothing"}},
 		Action: func(c *cli.Context) error {
@@ -291,12 +293,12 @@ func gcCommand(e *env) *cli.Command {
 				}
 				return e.emit(wire.GCResult{Vault: name, GCCounts: res}, func(w io.Writer) error {
 					if res.DryRun {
-						_, err := fmt.Fprintf(w, "would remove %d rows and %d chunks (%s), release %d pins of forks that never completed and remove %d temporary files; file %s\n",
-							res.Rows, res.Chunks, humanSize(res.BytesFreed), res.ForksReleased, res.FilesRemoved, humanSize(res.FileBefore))
+						_, err := fmt.Fprintf(w, "would remove %d versions, %d rows and %d chunks (%s), release %d pins of forks that never completed and remove %d temporary files; file %s\n",
+							res.Versions, res.Rows, res.Chunks, humanSize(res.BytesFreed), res.ForksReleased, res.FilesRemoved, humanSize(res.FileBefore))
 						return err
 					}
-					_, err := fmt.Fprintf(w, "removed %d rows and %d chunks (%s); file %s -> %s\n",
-						res.Rows, res.Chunks, humanSize(res.BytesFreed), humanSize(res.FileBefore), humanSize(res.FileAfter))
+					_, err := fmt.Fprintf(w, "removed %d versions, %d rows and %d chunks (%s); file %s -> %s\n",
+						res.Versions, res.Rows, res.Chunks, humanSize(res.BytesFreed), humanSize(res.FileBefore), humanSize(res.FileAfter))
 					return err
 				})
 			})
