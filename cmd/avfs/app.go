@@ -150,6 +150,13 @@ func completeFlags(w io.Writer, app *cli.App, words []string, prefix string) {
 func setUsageErrors(cmds []*cli.Command) {
 	for _, c := range cmds {
 		c.UseShortOptionHandling = true // ls -la is ls -l -a
+		if len(c.Subcommands) == 0 {
+			// urfave/cli gives every command a "help" subcommand (alias
+			// "h"), so `avfs vault create h` or `avfs cat help` printed help
+			// and exited 0: for a command without subcommands those words
+			// are arguments (--help still shows its help).
+			c.HideHelpCommand = true
+		}
 		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
 			return wire.Errorf(wire.CodeUsage, "%s", err)
 		}

@@ -1126,3 +1126,29 @@ func TestSpecialFilesCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestArgumentsNamedHelp: "h" and "help" are arguments of a command without
+// subcommands (a vault, a path), not requests for help.
+func TestArgumentsNamedHelp(t *testing.T) {
+	a := newAVFS(t)
+	a.ok("vault", "create", "h")
+	a.ok("vault", "create", "help")
+	names := map[string]bool{}
+	var list struct {
+		Vaults []struct {
+			Name string `json:"name"`
+		} `json:"vaults"`
+	}
+	a.into(&list, "vault", "list")
+	for _, v := range list.Vaults {
+		names[v.Name] = true
+	}
+	if !names["h"] || !names["help"] {
+		t.Fatalf("vaults %v: want h and help", names)
+	}
+	a.write("x", "/h")
+	a.fail(1, "not_found", "cat", "help")
+	if r := a.exec(nil, "ls", "--help"); r.code != 0 || !strings.Contains(string(r.stdout), "avfs ls") {
+		t.Fatalf("ls --help: %d %q", r.code, r.stdout)
+	}
+}
