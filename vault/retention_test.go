@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -292,4 +293,82 @@ func TestMigrateToRetention(t *testing.T) {
 		t.Fatalf("%+v %v", st, err)
 	}
 	mustCheck(t, v)
+}
+
+func autoVacuum(t *testing.T, v *Vault) int {
+	t.Helper()
+	var av int
+	if err := v.rdb.QueryRow("PRAGMA auto_vacuum").Scan(&av); err != nil {
+		t.Fatal(err)
+	}
+	return av
+}
+
+func fileSize(t *testing.T, v *Vault) int64 {
+	t.Helper()
+	var n int64
+	for _, p := range []string{v.Path(), v.Path() + "-wal"} {
+		if fi, err := os.Stat(p); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// TestCompactAfterRetention: once retention removed a deleted tree's
+// history, the end of a run gives the freed pages back to the file system.
+func TestCompactAfterRetention(t *testing.T) {
+	ctx := context.Background()
+	_, v := newVault(t)
+	if av := autoVacuum(t, v); av != 2 {
+		t.Fatalf("a new vault has auto_vacuum %d, want 2 (incremental)", av)
+	}
+	setRetention(t, v, Retention{HistoryPct: 1, HistoryMinMB: 1})
+	writeBytes(t, v, "/keep", randBytes(1<<20))
+	if _, err := v.Mkdir(ctx, "/tree", 0o755, true); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		writeBytes(t, v, fmt.Sprintf("/tree/%d", i), randBytes(1<<20))
+	}
+	if _, err := v.Remove(ctx, "/tree", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatal(err)
+	}
+	before := fileSize(t, v)
+	if _, ran, err := v.RetainIfDue(ctx); err != nil || !ran {
+		t.Fatalf("ran %v %v", ran, err)
+	}
+	if _, err := v.db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatal(err)
+	}
+	if after := fileSize(t, v); after > 8<<20 {
+		t.Errorf("the file is %d bytes after retention and compaction (was %d), want under 8 MiB", after, before)
+	}
+	mustCheck(t, v)
+}
+
+// TestGCConvertsToIncrementalVacuum: a vault made before vaults could
+// shrink gets auto_vacuum=INCREMENTAL from gc's VACUUM.
+func TestGCConvertsToIncrementalVacuum(t *testing.T) {
+	ctx := context.Background()
+	s, v := newVault(t)
+	v.Close()
+	sqliteExec(t, s.PathOf("t"), "PRAGMA auto_vacuum = 0", "VACUUM")
+	v, err := s.Open(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if av := autoVacuum(t, v); av != 0 {
+		t.Fatalf("auto_vacuum %d before gc", av)
+	}
+	if _, err := v.GC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if av := autoVacuum(t, v); av != 2 {
+		t.Fatalf("auto_vacuum %d after gc, want 2", av)
+	}
 }

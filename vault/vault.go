@@ -131,6 +131,10 @@ func dsn(path string, write bool) string {
 	q.Set("_cache_size", cacheSize)
 	q.Set("vfs", walVFS)
 	if write {
+		// New vaults can give freed pages back to the file system
+		// (compactIfSparse); an existing one without it converts at gc's
+		// VACUUM.
+		q.Set("_auto_vacuum", "incremental")
 		q.Set("_txlock", "immediate")
 	} else {
 		q.Set("_txlock", "deferred")
@@ -391,7 +395,10 @@ func (v *Vault) isClosed() bool {
 
 // Close closes the vault (and any parent opened for a fork).
 func (v *Vault) Close() error {
-	v.stopRetention()
+	if v.stopRetention() {
+		// A mount's vault goes quiet here: give back what its deletes freed.
+		_, _ = v.compactIfSparse(context.Background())
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.closed {
