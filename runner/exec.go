@@ -982,7 +982,7 @@ func octal(m *wire.FileMode) string {
 func wireChanges(cs []vault.Change) []wire.Change {
 	out := make([]wire.Change, 0, len(cs))
 	for _, c := range cs {
-		out = append(out, wire.Change{Path: c.Path, Op: c.Op, Kind: c.Kind.String(), SizeBefore: c.SizeBefore, SizeAfter: c.SizeAfter,
+		out = append(out, wire.Change{Path: c.Path, PathB64: wire.B64(c.Path), Op: c.Op, Kind: c.Kind.String(), SizeBefore: c.SizeBefore, SizeAfter: c.SizeAfter,
 			ModeBefore: octal(c.ModeBefore), ModeAfter: octal(c.ModeAfter)})
 	}
 	return out

@@ -19,6 +19,7 @@ type AuditEntry struct {
 	Time    time.Time      `json:"time"`
 	Op      string         `json:"op"`
 	Path    string         `json:"path"`
+	PathB64 string         `json:"path_b64,omitempty"` // wire.B64 of Path
 	Details map[string]any `json:"details"`
 	Actor   string         `json:"actor"`
 }
@@ -54,7 +55,7 @@ func (v *Vault) Audit(ctx context.Context, aq AuditQuery) ([]AuditEntry, error) 
 			if err := rows.Scan(&e.ID, &ns, &e.Op, &e.Path, &details, &e.Actor); err != nil {
 				return err
 			}
-			e.Time = time.Unix(0, ns)
+			e.Time, e.PathB64 = time.Unix(0, ns), wire.B64(e.Path)
 			if err := json.Unmarshal([]byte(details), &e.Details); err != nil {
 				e.Details = map[string]any{"raw": details}
 			}

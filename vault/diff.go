@@ -12,8 +12,9 @@ import (
 
 // Change is one path that differs between two states of a vault.
 type Change struct {
-	Path       string         `json:"path"` // vault-absolute
-	Op         string         `json:"op"`   // added, modified or deleted
+	Path       string         `json:"path"`               // vault-absolute
+	PathB64    string         `json:"path_b64,omitempty"` // wire.B64 of Path
+	Op         string         `json:"op"`                 // added, modified or deleted
 	Kind       Kind           `json:"kind"`
 	SizeBefore *int64         `json:"size_before"`
 	SizeAfter  *int64         `json:"size_after"`
@@ -337,7 +338,7 @@ func unchanged(a, b *inode) bool {
 
 // changeOf is the change at p from inode a (nil: none) to b (nil: none).
 func changeOf(p, op string, a, b *inode) Change {
-	c := Change{Path: p, Op: op}
+	c := Change{Path: p, PathB64: wire.B64(p), Op: op}
 	if a != nil {
 		sz, md := a.size, wire.FileMode(a.mode)
 		c.Kind, c.SizeBefore, c.ModeBefore = a.kind, &sz, &md

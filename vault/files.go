@@ -10,11 +10,16 @@ import (
 	"avfs/wire"
 )
 
-// Entry is a path with its attributes.
+// Entry is a path with its attributes. Path, Name and Target hold the
+// raw bytes; in JSON, those that are not valid UTF-8 come with their
+// path_b64, name_b64 and target_b64 (wire.B64), which entryOf sets.
 type Entry struct {
-	Path string `json:"path"`
-	Name string `json:"name"`
+	Path    string `json:"path"`
+	PathB64 string `json:"path_b64,omitempty"`
+	Name    string `json:"name"`
+	NameB64 string `json:"name_b64,omitempty"`
 	Attr
+	TargetB64 string `json:"target_b64,omitempty"`
 }
 
 func entryOf(p string, in *inode) Entry {
@@ -22,7 +27,8 @@ func entryOf(p string, in *inode) Entry {
 	if p == "/" {
 		name = "/"
 	}
-	return Entry{Path: p, Name: name, Attr: in.attr()}
+	a := in.attr()
+	return Entry{Path: p, PathB64: wire.B64(p), Name: name, NameB64: wire.B64(name), Attr: a, TargetB64: wire.B64(a.Target)}
 }
 
 // Stat returns the entry at p without following a final symlink.

@@ -15,16 +15,18 @@ import (
 // Version is one recorded state of a file. The latest version of a live
 // file is its current content.
 type Version struct {
-	N      int64         `json:"version"`
-	Path   string        `json:"path"`
-	Op     string        `json:"op"` // create, write, truncate, chmod, delete, revert, restore, copy, import
-	Time   time.Time     `json:"time"`
-	Kind   Kind          `json:"kind"`
-	Mode   wire.FileMode `json:"mode"` // "0644" in JSON
-	Size   int64         `json:"size"`
-	Target string        `json:"target,omitempty"`
-	ino    int64
-	chunks []byte
+	N         int64         `json:"version"`
+	Path      string        `json:"path"`
+	PathB64   string        `json:"path_b64,omitempty"` // wire.B64 of Path
+	Op        string        `json:"op"`                 // create, write, truncate, chmod, delete, revert, restore, copy, import
+	Time      time.Time     `json:"time"`
+	Kind      Kind          `json:"kind"`
+	Mode      wire.FileMode `json:"mode"` // "0644" in JSON
+	Size      int64         `json:"size"`
+	Target    string        `json:"target,omitempty"`
+	TargetB64 string        `json:"target_b64,omitempty"` // wire.B64 of Target
+	ino       int64
+	chunks    []byte
 }
 
 // recordVersion appends in's state to its history, named dir/name.
@@ -134,6 +136,7 @@ func versionsOf(ctx context.Context, q querier, ino int64) ([]Version, error) {
 			return nil, err
 		}
 		ver.Time, ver.ino = time.Unix(0, ns), ino
+		ver.PathB64, ver.TargetB64 = wire.B64(ver.Path), wire.B64(ver.Target)
 		out = append(out, ver)
 	}
 	return out, rows.Err()
@@ -351,7 +354,7 @@ func prunable(ctx context.Context, q querier, opts PruneOptions, now time.Time) 
 		if err := rows.Scan(&k[0], &k[1], &p.Path, &p.Op, &ns, &p.Size); err != nil {
 			return nil, nil, err
 		}
-		p.Version, p.Time = k[1], time.Unix(0, ns).UTC()
+		p.PathB64, p.Version, p.Time = wire.B64(p.Path), k[1], time.Unix(0, ns).UTC()
 		keys, list = append(keys, k), append(list, p)
 	}
 	return keys, list, rows.Err()

@@ -34,7 +34,7 @@ type LabelEdit struct {
 
 // LabelsOf reads the tags and metadata among an entry's attributes.
 func LabelsOf(path string, xattrs map[string][]byte) wire.Labels {
-	l := wire.Labels{Kind: wire.LabelsKind, Path: path, Tags: []string{}, Meta: map[string]string{}}
+	l := wire.Labels{Kind: wire.LabelsKind, Path: path, PathB64: wire.B64(path), Tags: []string{}, Meta: map[string]string{}}
 	for name, value := range xattrs {
 		if tag, ok := strings.CutPrefix(name, TagPrefix); ok {
 			l.Tags = append(l.Tags, tag)

@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"unicode/utf8"
 
 	"avfs/wire"
 )
@@ -17,10 +16,12 @@ func uidNow() int { return os.Getuid() }
 func gidNow() int { return os.Getgid() }
 
 // CleanPath returns the vault-absolute form of p ("a/b" and "/a/./b" give
-// "/a/b"). A path that climbs above the root, or holds a NUL byte or invalid
-// UTF-8, is invalid_path.
+// "/a/b"). A path that climbs above the root, or holds a NUL byte, or a
+// name longer than 255 bytes, is invalid_path. Names are bytes, as in the
+// kernel: a path that is not valid UTF-8 (which the mount lets programs
+// make) is kept byte for byte, never refused or rewritten.
 func CleanPath(p string) (string, error) {
-	if strings.IndexByte(p, 0) >= 0 || !utf8.ValidString(p) {
+	if strings.IndexByte(p, 0) >= 0 {
 		return "", wire.Errorf(wire.CodeInvalidPath, "invalid path %q", p).With("path", p)
 	}
 	var parts []string

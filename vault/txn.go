@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"avfs/wire"
@@ -246,9 +247,30 @@ func (t *txn) checkQuota() error {
 }
 
 // audit queues one audit row, written in the same transaction, with its
-// MAC when the vault was opened with an audit key (flushAudit).
+// MAC when the vault was opened with an audit key (flushAudit). The path
+// column keeps the raw bytes; details are stored as JSON, so a string
+// detail that is not valid UTF-8 (a move's "to", a symlink's "target")
+// gets its companion KEY_b64 (wire.B64) in a copy of details.
 func (t *txn) audit(op, path string, details map[string]any) {
-	t.audits = append(t.audits, auditRow{op: op, path: path, details: details})
+	t.audits = append(t.audits, auditRow{op: op, path: path, details: withB64(details)})
+}
+
+// withB64 returns details, or a copy with KEY_b64 beside each string
+// detail that is not valid UTF-8.
+func withB64(details map[string]any) map[string]any {
+	var out map[string]any
+	for k, v := range details {
+		if s, ok := v.(string); ok && wire.B64(s) != "" {
+			if out == nil {
+				out = maps.Clone(details)
+			}
+			out[k+"_b64"] = wire.B64(s)
+		}
+	}
+	if out == nil {
+		return details
+	}
+	return out
 }
 
 func (t *txn) flushAudit() error {

@@ -47,14 +47,27 @@ func TestGoldenModes(t *testing.T) {
 		{Path: "/tmp", Name: "tmp", Attr: Attr{Ino: 3, Kind: KindDir, Mode: 0o1777, Nlink: 2, Mtime: at, Ctime: at, Atime: at}},
 		{Path: "/latest", Name: "latest", Attr: Attr{Ino: 14, Kind: KindSymlink, Mode: 0o777, Size: 8, Nlink: 1, Mtime: at, Ctime: at, Atime: at, Target: "bin/tool"}},
 	})
+	// Names that are not UTF-8 (made through the mount): path_b64,
+	// name_b64 and target_b64 carry the bytes, as entryOf sets them.
+	raws := []Entry{
+		entryOf("/d/\xff\xfe.txt", &inode{ino: 15, kind: KindFile, mode: 0o644, size: 3, nlink: 1}),
+		entryOf("/d/\xfe\xff.txt", &inode{ino: 16, kind: KindSymlink, mode: 0o777, size: 6, nlink: 1, target: "\xff\xfe.txt"}),
+	}
+	for i := range raws {
+		raws[i].Mtime, raws[i].Ctime, raws[i].Atime = at, at, at
+	}
+	checkWireGolden(t, "file_entry_raw_names", raws)
 	checkWireGolden(t, "file_version", []Version{
 		{N: 1, Path: "/notes.txt", Op: "create", Time: at, Kind: KindFile, Mode: 0o644, Size: 12},
 		{N: 2, Path: "/notes.txt", Op: "chmod", Time: at.Add(time.Minute), Kind: KindFile, Mode: 0o600, Size: 12},
+		{N: 3, Path: "/\xff\xfe.txt", PathB64: wire.B64("/\xff\xfe.txt"), Op: "write", Time: at.Add(2 * time.Minute), Kind: KindFile, Mode: 0o600, Size: 12},
 	})
 	sz, before, after := int64(12), wire.FileMode(0o644), wire.FileMode(0o755)
 	checkWireGolden(t, "checkpoint_changes", []Change{
 		{Path: "/a.txt", Op: "added", Kind: KindFile, SizeAfter: &sz, ModeAfter: &before},
 		{Path: "/run.sh", Op: "modified", Kind: KindFile, SizeBefore: &sz, SizeAfter: &sz, ModeBefore: &before, ModeAfter: &after},
 		{Path: "/old.txt", Op: "deleted", Kind: KindFile, SizeBefore: &sz, ModeBefore: &before},
+		changeOf("/\xfe\xff.txt", "added", nil, &inode{kind: KindFile, mode: 0o644, size: 12}),
+		changeOf("/\xff\xfe.txt", "added", nil, &inode{kind: KindFile, mode: 0o644, size: 12}),
 	})
 }

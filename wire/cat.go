@@ -10,7 +10,8 @@ package wire
 // is not zero.
 type CatResult struct {
 	Path          string `json:"path"`
-	Version       int64  `json:"version,omitempty"` // the version asked for with --version
-	Size          int64  `json:"size"`              // bytes of content, before encoding
+	PathB64       string `json:"path_b64,omitempty"` // B64 of Path
+	Version       int64  `json:"version,omitempty"`  // the version asked for with --version
+	Size          int64  `json:"size"`               // bytes of content, before encoding
 	ContentBase64 string `json:"content_base64"`
 }

@@ -135,9 +135,10 @@ type ProcessReport struct {
 
 // Change is one path the command added, modified or deleted.
 type Change struct {
-	Path       string `json:"path"` // vault-absolute
-	Op         string `json:"op"`   // added, modified, deleted
-	Kind       string `json:"kind"` // file, dir, symlink, fifo, socket
+	Path       string `json:"path"`               // vault-absolute; invalid UTF-8 as U+FFFD
+	PathB64    string `json:"path_b64,omitempty"` // the path's bytes in base64 when they are not UTF-8 (B64)
+	Op         string `json:"op"`                 // added, modified, deleted
+	Kind       string `json:"kind"`               // file, dir, symlink, fifo, socket
 	SizeBefore *int64 `json:"size_before"`
 	SizeAfter  *int64 `json:"size_after"`
 	ModeBefore string `json:"mode_before,omitempty"` // octal, "0644"

@@ -123,12 +123,21 @@ func HasCode(err error, c Code) bool { return err != nil && CodeOf(err) == c }
 
 // ErrorObject is the JSON form of an error: {"code": ..., "message": ..., details...}.
 // Message is the full message of err (with the operations that wrapped it).
+// A string detail that is not valid UTF-8 (a vault path with such a name)
+// comes with its companion KEY_b64 (see B64), unless a detail has that key.
 func ErrorObject(err error) map[string]any {
 	obj := map[string]any{}
 	var e *Error
 	if errors.As(err, &e) {
 		for k, v := range e.Details {
 			obj[k] = v
+		}
+		for k, v := range e.Details {
+			if s, ok := v.(string); ok && B64(s) != "" {
+				if _, taken := obj[k+"_b64"]; !taken {
+					obj[k+"_b64"] = B64(s)
+				}
+			}
 		}
 	}
 	obj["code"] = string(CodeOf(err))

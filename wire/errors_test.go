@@ -48,3 +48,41 @@ func TestErrorfWrapsSeveral(t *testing.T) {
 		t.Errorf("one cause: %+v", one)
 	}
 }
+
+// A string detail that is not UTF-8 (a vault path) comes with its bytes in
+// KEY_b64; UTF-8 ones, and other values, do not.
+func TestErrorObjectB64(t *testing.T) {
+	err := Errorf(CodeNotFound, "%q: no such file or directory", "/\xff\xfe.txt").With("path", "/\xff\xfe.txt").With("n", 1).With("ok", "/a")
+	got, _ := json.Marshal(ErrorDocument{Error: ErrorObject(err)})
+	want := `{"error":{"code":"not_found","message":"\"/\\xff\\xfe.txt\": no such file or directory","n":1,"ok":"/a","path":"/\ufffd\ufffd.txt","path_b64":"L//+LnR4dA=="}}`
+	if string(got) != want {
+		t.Errorf("error document:\n got %s\nwant %s", got, want)
+	}
+	body, _ := json.Marshal(NewErrorBody(err))
+	var back ErrorBody
+	if err := json.Unmarshal(body, &back); err != nil || back.Details["path_b64"] != "L//+LnR4dA==" {
+		t.Errorf("envelope error %s: %v %v", body, back.Details, err)
+	}
+}
+
+func TestB64(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"/a.txt", ""}, {"/ünï/日本", ""}, {"", ""},
+		{"/\xff\xfe.txt", "L//+LnR4dA=="}, {"/\xfe\xff.txt", "L/7/LnR4dA=="}, {"\xc3\x28", "wyg="},
+	} {
+		if got := B64(c.in); got != c.want {
+			t.Errorf("B64(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if c.want == "" {
+			continue
+		}
+		if back, err := DecodeB64("path", c.want); err != nil || back != c.in {
+			t.Errorf("DecodeB64(%q) = %q, %v", c.want, back, err)
+		}
+	}
+	for _, bad := range []string{"L//+LnR4dA", "L//+LnR4dA=", "not base64!", "L_-_LnR4dA=="} {
+		if _, err := DecodeB64("path", bad); !HasCode(err, CodeInvalidInput) {
+			t.Errorf("DecodeB64(%q): %v, want invalid_input", bad, err)
+		}
+	}
+}

@@ -94,7 +94,15 @@ func goldenEnvelopes() map[string]Envelope {
 			"For this command itself to get the network, the policy must require approval for it with a reason listed in host_network_reasons " +
 			"(docs/policy.md, \"The sandbox grant\"), or it must run without a sandbox (--sandbox none), which gives it the host's network and the rest of the host.",
 		Command: "avfs --vault default proxy exec --cwd /src -- go mod download"}}
-	return map[string]Envelope{"envelope_ran": ran, "envelope_denied": denied, "envelope_approval": approval, "envelope_timed_out": timedOut, "envelope_failed": failed,
+	// Two files whose names differ only in bytes that are not UTF-8: the
+	// same path, told apart by path_b64.
+	rawNames := ran
+	rawNames.ID = "ex-20261129T120418-cdcdcdcdcdcd"
+	rawNames.Command = CommandReport{Argv: []string{}, Cwd: "/", Shell: "printf 'a\\n' > \"$(printf '\\377\\376')\".txt; printf 'b\\n' > \"$(printf '\\376\\377')\".txt"}
+	rawNames.Policy.Reasons = []Reason{{ID: "avfs.checkpoint.changes", Message: "Commands that may change the vault run after a checkpoint: > \"$(printf '\\377\\376')\".txt", Decision: AllowWithCheckpoint}}
+	rawNames.Changes = []Change{{Path: "/\xfe\xff.txt", PathB64: B64("/\xfe\xff.txt"), Op: "added", Kind: "file", SizeAfter: i64(2), ModeAfter: "0644"},
+		{Path: "/\xff\xfe.txt", PathB64: B64("/\xff\xfe.txt"), Op: "added", Kind: "file", SizeAfter: i64(2), ModeAfter: "0644"}}
+	return map[string]Envelope{"envelope_raw_names": rawNames, "envelope_ran": ran, "envelope_denied": denied, "envelope_approval": approval, "envelope_timed_out": timedOut, "envelope_failed": failed,
 		"envelope_unsandboxed": unsandboxed, "envelope_network_off": networkOff, "envelope_fallback": fellBack}
 }
 

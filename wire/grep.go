@@ -15,14 +15,16 @@ type GrepResult struct {
 
 // GrepMatch is one matching line.
 type GrepMatch struct {
-	Path string `json:"path"`
-	Line int    `json:"line"` // from 1
-	Text string `json:"text"` // the line without its newline; invalid UTF-8 as U+FFFD
+	Path    string `json:"path"`
+	PathB64 string `json:"path_b64,omitempty"` // B64 of Path
+	Line    int    `json:"line"`               // from 1
+	Text    string `json:"text"`               // the line without its newline; invalid UTF-8 as U+FFFD
 }
 
 // GrepFile is a file with matches.
 type GrepFile struct {
 	Path    string `json:"path"`
-	Matches int    `json:"matches"` // matching lines
-	Binary  bool   `json:"binary"`  // a NUL in its first 8 KiB: its lines are not listed
+	PathB64 string `json:"path_b64,omitempty"` // B64 of Path
+	Matches int    `json:"matches"`            // matching lines
+	Binary  bool   `json:"binary"`             // a NUL in its first 8 KiB: its lines are not listed
 }

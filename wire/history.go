@@ -50,7 +50,8 @@ type PruneResult struct {
 
 // PrunedVersion is one file version prune removes.
 type PrunedVersion struct {
-	Path    string    `json:"path"` // the file's path when the version was recorded
+	Path    string    `json:"path"`               // the file's path when the version was recorded
+	PathB64 string    `json:"path_b64,omitempty"` // B64 of Path
 	Version int64     `json:"version"`
 	Op      string    `json:"op"`
 	Time    time.Time `json:"time"`

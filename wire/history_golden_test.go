@@ -14,10 +14,11 @@ func TestGoldenGCResult(t *testing.T) {
 
 func TestGoldenPruneResult(t *testing.T) {
 	at := time.Date(2026, 11, 20, 9, 30, 0, 0, time.UTC)
-	checkGolden(t, "prune_dry_run", PruneResult{Vault: "work", Keep: 5, OlderThan: "7d", DryRun: true, Removed: 2, Bytes: 5300,
+	checkGolden(t, "prune_dry_run", PruneResult{Vault: "work", Keep: 5, OlderThan: "7d", DryRun: true, Removed: 3, Bytes: 5303,
 		Versions: []PrunedVersion{
 			{Path: "/notes.txt", Version: 1, Op: "create", Time: at, Size: 1200},
 			{Path: "/src/main.go", Version: 3, Op: "write", Time: at.Add(2 * time.Hour), Size: 4100},
+			{Path: "/\xff\xfe.txt", PathB64: B64("/\xff\xfe.txt"), Version: 1, Op: "create", Time: at, Size: 3},
 		}})
 	checkGolden(t, "prune_result", PruneResult{Vault: "work", Keep: 1, Removed: 0, Versions: []PrunedVersion{}})
 }

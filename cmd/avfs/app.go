@@ -25,8 +25,10 @@ type env struct {
 	stderr io.Writer
 	json   bool   // --json
 	vault  string // --vault, "" when not given
-	home   string // AVFS_HOME or ~/.avfs
-	akey   []byte // the audit key, once loaded (auditKey)
+	// pathB64 is --path-b64: vault path arguments are base64 (vaultPaths).
+	pathB64 bool
+	home    string // AVFS_HOME or ~/.avfs
+	akey    []byte // the audit key, once loaded (auditKey)
 	// printed is set once a command has printed its JSON document, so that an
 	// error after it does not print a second one.
 	printed bool
@@ -34,7 +36,7 @@ type env struct {
 
 // globalFlags are accepted anywhere on the command line; run hoists them in
 // front of the command so that urfave/cli sees them as application flags.
-var globalFlags = map[string]bool{"vault": true, "json": false} // name -> takes a value
+var globalFlags = map[string]bool{"vault": true, "json": false, "path-b64": false} // name -> takes a value
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
@@ -92,12 +94,14 @@ func newApp(e *env) *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "vault", Usage: "vault `NAME` (default: the current vault, else \"default\")", EnvVars: []string{"AVFS_VAULT"}},
 			&cli.BoolFlag{Name: "json", Usage: "print exactly one JSON document on stdout"},
+			&cli.BoolFlag{Name: "path-b64", Usage: "vault PATH arguments (ln's TARGET too) are the standard base64 of their bytes, as path_b64 in --json output gives them: for names that are not UTF-8"},
 		},
 		Before: func(c *cli.Context) error {
 			// --json after an unknown command is not parsed as a flag, but
 			// run saw it: keep it so the usage error is a JSON document.
 			e.json = e.json || c.Bool("json")
 			e.vault = c.String("vault")
+			e.pathB64 = c.Bool("path-b64")
 			home, err := stateDir()
 			if err != nil {
 				return err

@@ -13,21 +13,34 @@ import (
 
 // listing is the JSON document of `avfs ls` and `avfs tree`.
 type listing struct {
-	Path    string        `json:"path"`
+	Path    string        `json:"path"`               // as given
+	PathB64 string        `json:"path_b64,omitempty"` // wire.B64 of Path
 	Entries []vault.Entry `json:"entries"`
 }
 
 // removed is one path of `avfs rm`.
 type removed struct {
 	Path    string `json:"path"`
-	Removed int64  `json:"removed"` // entries removed (0 when missing with -f)
+	PathB64 string `json:"path_b64,omitempty"` // wire.B64 of Path
+	Removed int64  `json:"removed"`            // entries removed (0 when missing with -f)
 }
 
 // transfer is the JSON document of `avfs import` and `avfs export`.
 type transfer struct {
-	Host string `json:"host_path"`
-	Path string `json:"vault_path"`
+	Host    string `json:"host_path"`
+	HostB64 string `json:"host_path_b64,omitempty"` // wire.B64 of Host
+	Path    string `json:"vault_path"`
+	PathB64 string `json:"vault_path_b64,omitempty"` // wire.B64 of Path
 	vault.TransferResult
+}
+
+// copied is the JSON document of `avfs cp`.
+type copied struct {
+	Src    string `json:"src"`
+	SrcB64 string `json:"src_b64,omitempty"` // wire.B64 of Src
+	Dst    string `json:"dst"`
+	DstB64 string `json:"dst_b64,omitempty"` // wire.B64 of Dst
+	Copied int64  `json:"copied"`
 }
 
 func filesCommands(e *env) []*cli.Command {
@@ -48,6 +61,9 @@ func filesCommands(e *env) []*cli.Command {
 				if err != nil {
 					return err
 				}
+				if err := e.vaultPaths(a); err != nil {
+					return err
+				}
 				p := "/"
 				if len(a) == 1 {
 					p = a[0]
@@ -60,7 +76,7 @@ func filesCommands(e *env) []*cli.Command {
 					if !c.Bool("all") {
 						ents = withoutDotNames(ents)
 					}
-					return e.emit(listing{Path: p, Entries: ents}, func(w io.Writer) error {
+					return e.emit(listing{Path: p, PathB64: wire.B64(p), Entries: ents}, func(w io.Writer) error {
 						if !c.Bool("long") {
 							for _, en := range ents {
 								if _, err := fmt.Fprintln(w, en.Name); err != nil {
@@ -92,6 +108,9 @@ func filesCommands(e *env) []*cli.Command {
 				if err != nil {
 					return err
 				}
+				if err := e.vaultPaths(a); err != nil {
+					return err
+				}
 				p := "/"
 				if len(a) == 1 {
 					p = a[0]
@@ -117,7 +136,7 @@ func filesCommands(e *env) []*cli.Command {
 					}); err != nil {
 						return err
 					}
-					return e.emit(listing{Path: p, Entries: ents}, func(w io.Writer) error {
+					return e.emit(listing{Path: p, PathB64: wire.B64(p), Entries: ents}, func(w io.Writer) error {
 						if len(ents) == 0 {
 							return nil
 						}
@@ -163,6 +182,9 @@ func filesCommands(e *env) []*cli.Command {
 				if err != nil {
 					return err
 				}
+				if err := e.vaultPaths(a); err != nil {
+					return err
+				}
 				p := a[0]
 				return e.withVault(c, func(v *vault.Vault) error {
 					var r *vault.FileReader
@@ -182,7 +204,7 @@ func filesCommands(e *env) []*cli.Command {
 						_, err := r.WriteTo(e.stdout)
 						return err
 					}
-					doc := wire.CatResult{Path: p, Version: c.Int64("version"), Size: r.Size()}
+					doc := wire.CatResult{Path: p, PathB64: wire.B64(p), Version: c.Int64("version"), Size: r.Size()}
 					e.printed = true // the document has begun: a later error goes to stderr
 					return writeJSONBase64(e.stdout, doc, "content_base64", func(w io.Writer) error {
 						_, err := r.WriteTo(w)
@@ -203,6 +225,9 @@ func filesCommands(e *env) []*cli.Command {
 			Action: func(c *cli.Context) error {
 				a, err := args(c, 1, 1, "PATH")
 				if err != nil {
+					return err
+				}
+				if err := e.vaultPaths(a); err != nil {
 					return err
 				}
 				opts := vault.WriteOptions{Append: c.Bool("append"), Parents: c.Bool("parents")}
@@ -231,6 +256,9 @@ func filesCommands(e *env) []*cli.Command {
 			Action: func(c *cli.Context) error {
 				a, err := args(c, 1, -1, "PATH...")
 				if err != nil {
+					return err
+				}
+				if err := e.vaultPaths(a); err != nil {
 					return err
 				}
 				var mode uint32
@@ -266,6 +294,9 @@ func filesCommands(e *env) []*cli.Command {
 				if err != nil {
 					return err
 				}
+				if err := e.vaultPaths(a); err != nil {
+					return err
+				}
 				return e.withVault(c, func(v *vault.Vault) error {
 					out := []removed{}
 					for _, p := range a {
@@ -273,7 +304,7 @@ func filesCommands(e *env) []*cli.Command {
 						if err != nil && !(c.Bool("force") && wire.HasCode(err, wire.CodeNotFound)) {
 							return err
 						}
-						out = append(out, removed{Path: p, Removed: n})
+						out = append(out, removed{Path: p, PathB64: wire.B64(p), Removed: n})
 					}
 					return e.emit(map[string]any{"removed": out}, nil)
 				})
@@ -289,12 +320,15 @@ func filesCommands(e *env) []*cli.Command {
 				if err != nil {
 					return err
 				}
+				if err := e.vaultPaths(a); err != nil {
+					return err
+				}
 				return e.withVault(c, func(v *vault.Vault) error {
 					n, err := v.Copy(c.Context, a[0], a[1], c.Bool("recursive"))
 					if err != nil {
 						return err
 					}
-					return e.emit(map[string]any{"src": a[0], "dst": a[1], "copied": n}, nil)
+					return e.emit(copied{Src: a[0], SrcB64: wire.B64(a[0]), Dst: a[1], DstB64: wire.B64(a[1]), Copied: n}, nil)
 				})
 			},
 		},
@@ -305,6 +339,9 @@ func filesCommands(e *env) []*cli.Command {
 			Action: func(c *cli.Context) error {
 				a, err := args(c, 2, 2, "SRC DST")
 				if err != nil {
+					return err
+				}
+				if err := e.vaultPaths(a); err != nil {
 					return err
 				}
 				return e.withVault(c, func(v *vault.Vault) error {
@@ -324,6 +361,9 @@ func filesCommands(e *env) []*cli.Command {
 			Action: func(c *cli.Context) error {
 				a, err := args(c, 2, 2, "-s TARGET PATH")
 				if err != nil {
+					return err
+				}
+				if err := e.vaultPaths(a); err != nil {
 					return err
 				}
 				if !c.Bool("symbolic") {
@@ -347,6 +387,9 @@ func filesCommands(e *env) []*cli.Command {
 				if err != nil {
 					return err
 				}
+				if err := e.vaultPaths(a[1:]); err != nil {
+					return err
+				}
 				mode, err := parseMode(a[0])
 				if err != nil {
 					return err
@@ -367,6 +410,9 @@ func filesCommands(e *env) []*cli.Command {
 			Action: func(c *cli.Context) error {
 				a, err := args(c, 1, 1, "PATH")
 				if err != nil {
+					return err
+				}
+				if err := e.vaultPaths(a); err != nil {
 					return err
 				}
 				return e.withVault(c, func(v *vault.Vault) error {
@@ -396,12 +442,15 @@ func filesCommands(e *env) []*cli.Command {
 				if err != nil {
 					return err
 				}
+				if err := e.vaultPaths(a[1:]); err != nil {
+					return err
+				}
 				return e.withVault(c, func(v *vault.Vault) error {
 					res, err := v.Import(c.Context, a[0], a[1])
 					if err != nil {
 						return err
 					}
-					return e.emit(transfer{Host: a[0], Path: a[1], TransferResult: res}, func(w io.Writer) error {
+					return e.emit(transfer{Host: a[0], HostB64: wire.B64(a[0]), Path: a[1], PathB64: wire.B64(a[1]), TransferResult: res}, func(w io.Writer) error {
 						_, err := fmt.Fprintf(w, "imported %d files, %d directories, %d symlinks%s (%s)\n", res.Files, res.Dirs, res.Symlinks, specialCount(res), humanSize(res.Bytes))
 						return err
 					})
@@ -425,12 +474,15 @@ func filesCommands(e *env) []*cli.Command {
 				if err != nil {
 					return err
 				}
+				if err := e.vaultPaths(a[:1]); err != nil {
+					return err
+				}
 				return e.withVault(c, func(v *vault.Vault) error {
 					res, err := v.ExportWith(c.Context, a[0], a[1], vault.ExportOptions{Force: c.Bool("force"), PreserveSetid: c.Bool("preserve-setid")})
 					if err != nil {
 						return err
 					}
-					return e.emit(transfer{Host: a[1], Path: a[0], TransferResult: res}, func(w io.Writer) error {
+					return e.emit(transfer{Host: a[1], HostB64: wire.B64(a[1]), Path: a[0], PathB64: wire.B64(a[0]), TransferResult: res}, func(w io.Writer) error {
 						_, err := fmt.Fprintf(w, "exported %d files, %d directories, %d symlinks%s (%s)\n", res.Files, res.Dirs, res.Symlinks, specialCount(res), humanSize(res.Bytes))
 						return err
 					})

@@ -37,6 +37,9 @@ func vaultFindCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
+			if err := e.vaultPaths(a); err != nil {
+				return err
+			}
 			root := "/"
 			if len(a) == 1 {
 				root = a[0]
@@ -46,7 +49,7 @@ func vaultFindCommand(e *env) *cli.Command {
 				if err != nil {
 					return err
 				}
-				res := wire.FindResult{Kind: wire.FindResultKind, Vault: e.vaultName(), Root: root, Matches: []wire.FindMatch{}}
+				res := wire.FindResult{Kind: wire.FindResultKind, Vault: e.vaultName(), Root: root, RootB64: wire.B64(root), Matches: []wire.FindMatch{}}
 				err = v.Walk(c.Context, root, func(en vault.Entry) error {
 					for _, f := range filters {
 						if !f(en) {
@@ -57,8 +60,8 @@ func vaultFindCommand(e *env) *cli.Command {
 						_, err := fmt.Fprintln(e.stdout, en.Path)
 						return err
 					}
-					res.Matches = append(res.Matches, wire.FindMatch{Path: en.Path, Type: en.Kind.String(), Size: en.Size,
-						Mode: en.Mode.String(), Mtime: en.Mtime.UTC().Format(time.RFC3339), Target: en.Target})
+					res.Matches = append(res.Matches, wire.FindMatch{Path: en.Path, PathB64: en.PathB64, Type: en.Kind.String(), Size: en.Size,
+						Mode: en.Mode.String(), Mtime: en.Mtime.UTC().Format(time.RFC3339), Target: en.Target, TargetB64: en.TargetB64})
 					return nil
 				})
 				if err != nil || !e.json {

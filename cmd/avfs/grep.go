@@ -51,6 +51,9 @@ func grepCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
+			if err := e.vaultPaths(a[1:]); err != nil {
+				return err
+			}
 			re, err := grepPattern(a[0], c.Bool("F"), c.Bool("i"), c.Bool("w"))
 			if err != nil {
 				return err
@@ -151,7 +154,7 @@ func (g *grepRun) file(c *cli.Context, p string) error {
 		}
 		n++
 		if !binary && !g.names && !g.count {
-			matches = append(matches, wire.GrepMatch{Path: p, Line: line, Text: strings.ToValidUTF8(sc.Text(), "\uFFFD")})
+			matches = append(matches, wire.GrepMatch{Path: p, PathB64: wire.B64(p), Line: line, Text: strings.ToValidUTF8(sc.Text(), "\uFFFD")})
 			if !g.e.json {
 				if err := g.printLine(p, line, sc.Text()); err != nil {
 					return err
@@ -172,7 +175,7 @@ func (g *grepRun) file(c *cli.Context, p string) error {
 	if n == 0 {
 		return nil
 	}
-	g.res.Files = append(g.res.Files, wire.GrepFile{Path: p, Matches: n, Binary: binary})
+	g.res.Files = append(g.res.Files, wire.GrepFile{Path: p, PathB64: wire.B64(p), Matches: n, Binary: binary})
 	g.res.Matches = append(g.res.Matches, matches...)
 	g.res.Total += n
 	if g.e.json {

@@ -17,7 +17,8 @@ import (
 
 // versionLog is the JSON document of `avfs log`.
 type versionLog struct {
-	Path     string          `json:"path"`
+	Path     string          `json:"path"`               // as given
+	PathB64  string          `json:"path_b64,omitempty"` // wire.B64 of Path
 	Versions []vault.Version `json:"versions"`
 }
 
@@ -37,6 +38,9 @@ func historyCommands(e *env) []*cli.Command {
 				if err != nil {
 					return err
 				}
+				if err := e.vaultPaths(a); err != nil {
+					return err
+				}
 				return e.withVault(c, func(v *vault.Vault) error {
 					vs, err := v.Log(c.Context, a[0])
 					if err != nil {
@@ -46,7 +50,7 @@ func historyCommands(e *env) []*cli.Command {
 						vs = []vault.Version{}
 					}
 					vs = newestVersions(vs, limit)
-					return e.emit(versionLog{Path: a[0], Versions: vs}, func(w io.Writer) error {
+					return e.emit(versionLog{Path: a[0], PathB64: wire.B64(a[0]), Versions: vs}, func(w io.Writer) error {
 						rows := make([]string, len(vs))
 						for i, ver := range vs {
 							rows[i] = fmt.Sprintf("%d\t%s\t%s\t%s\t%d\t%s", ver.N, ver.Time.Local().Format(timeFmt), ver.Op, modeString(ver.Kind, uint32(ver.Mode)), ver.Size, ver.Path)
@@ -64,6 +68,9 @@ func historyCommands(e *env) []*cli.Command {
 			Action: func(c *cli.Context) error {
 				a, err := args(c, 1, 1, "PATH")
 				if err != nil {
+					return err
+				}
+				if err := e.vaultPaths(a); err != nil {
 					return err
 				}
 				if c.IsSet("to") && c.Int64("to") < 1 {

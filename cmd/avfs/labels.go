@@ -29,6 +29,9 @@ func labelCommands(e *env) []*cli.Command {
 				if err != nil {
 					return err
 				}
+				if err := e.vaultPaths(a[:1]); err != nil {
+					return err
+				}
 				var edit vault.LabelEdit
 				if c.Bool("remove") {
 					if len(a) < 2 {
@@ -59,6 +62,9 @@ func labelCommands(e *env) []*cli.Command {
 			Action: func(c *cli.Context) error {
 				a, err := args(c, 1, -1, "PATH [KEY=VALUE...]")
 				if err != nil {
+					return err
+				}
+				if err := e.vaultPaths(a[:1]); err != nil {
 					return err
 				}
 				var edit vault.LabelEdit

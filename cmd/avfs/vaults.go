@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"avfs/vault"
+	"avfs/wire"
 )
 
 // store returns the vault store of the state directory; every change the
@@ -96,6 +97,27 @@ func args(c *cli.Context, min, max int, names string) ([]string, error) {
 		return nil, usageError("%s: too many arguments %q (usage: avfs %s %s)", cmd, a[max:], cmd, names)
 	}
 	return a, nil
+}
+
+// vaultPaths decodes the vault path arguments ps in place when --path-b64
+// was given: each is then the standard base64 of the path's bytes (the
+// path_b64 of --json output; docs/envelope.md, "Names that are not
+// UTF-8"), which lets a caller that can only pass UTF-8 text name any
+// file. Without the flag it does nothing: argv is bytes, and a path given
+// raw reaches the vault byte for byte. One that is not standard base64 is
+// invalid_input, and ps is then left partly decoded.
+func (e *env) vaultPaths(ps []string) error {
+	if !e.pathB64 {
+		return nil
+	}
+	for i, p := range ps {
+		d, err := wire.DecodeB64("--path-b64: argument", p)
+		if err != nil {
+			return err
+		}
+		ps[i] = d
+	}
+	return nil
 }
 
 // parseMode parses an octal permission mode such as 0644 or 755.

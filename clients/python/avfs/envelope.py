@@ -171,7 +171,8 @@ def _output_bytes(text, encoding):
 
 @dataclass
 class Change(_Wire):
-    path: str = ""  # vault-absolute
+    path: str = ""  # vault-absolute; bytes that are not UTF-8 as U+FFFD
+    path_b64: str = ""  # base64 of the path's bytes, only when they are not UTF-8
     op: str = ""  # added, modified, deleted
     kind: str = ""  # file, dir, symlink, fifo, socket
     size_before: Optional[int] = None
@@ -179,6 +180,12 @@ class Change(_Wire):
     mode_before: str = ""
     mode_after: str = ""
     extra: Dict[str, Any] = field(default_factory=dict)
+
+    def path_bytes(self) -> bytes:
+        """The path's exact bytes (docs/envelope.md, "Names that are not UTF-8")."""
+        if self.path_b64:
+            return base64.b64decode(self.path_b64, validate=True)
+        return self.path.encode("utf-8")
 
 
 @dataclass

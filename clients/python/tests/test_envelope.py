@@ -51,6 +51,13 @@ class GoldenTest(unittest.TestCase):
         self.assertTrue(ran.ran)
         self.assertIsInstance(ran.process.exit_code, int)
         self.assertIsInstance(ran.process.stdout_data(), bytes)
+        self.assertEqual(ran.changes[0].path_bytes(), b"/a.txt")
+
+        # Names that are not UTF-8: the same path, told apart by path_b64.
+        raw = load("envelope_raw_names.json")
+        self.assertEqual([c.path for c in raw.changes], ["/\ufffd\ufffd.txt"] * 2)
+        self.assertEqual([c.path_bytes() for c in raw.changes], [b"/\xfe\xff.txt", b"/\xff\xfe.txt"])
+        self.assertEqual([c.extra for c in raw.changes], [{}, {}])
 
 
 class UnknownFieldsTest(unittest.TestCase):
