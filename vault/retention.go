@@ -428,11 +428,11 @@ func (v *Vault) RetainIfDue(ctx context.Context) (RetainResult, bool, error) {
 }
 
 // Free pages are given back to the file system once they are at least
-// compactMinBytes and a quarter of the file.
-const compactMinBytes = 16 << 20
+// compactMinBytes and an eighth of the file.
+const compactMinBytes = 8 << 20
 
 // compactIfSparse shrinks the vault file when its free pages (those that
-// deleted rows and chunks left) are at least compactMinBytes and a quarter
+// deleted rows and chunks left) are at least compactMinBytes and an eighth
 // of the file, and returns how many pages it gave back.
 //
 // SQLite reuses free pages for later writes but never shrinks the file by
@@ -455,7 +455,7 @@ func (v *Vault) compactIfSparse(ctx context.Context) (int64, error) {
 				return false, err
 			}
 		}
-		return av == 2 && free*size >= compactMinBytes && free*4 >= pages, nil
+		return av == 2 && free*size >= compactMinBytes && free*8 >= pages, nil
 	}
 	var worth bool
 	if err := v.view(ctx, "compact vault", func(q querier, _ state) error {

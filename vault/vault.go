@@ -396,8 +396,11 @@ func (v *Vault) isClosed() bool {
 // Close closes the vault (and any parent opened for a fork).
 func (v *Vault) Close() error {
 	if v.stopRetention() {
-		// A mount's vault goes quiet here: give back what its deletes freed.
-		_, _ = v.compactIfSparse(context.Background())
+		// A mount's vault goes quiet here: a last pass over what its
+		// writes left since the last one, and give back what was freed.
+		ctx := context.Background()
+		_, _ = v.Retain(ctx)
+		_, _ = v.compactIfSparse(ctx)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
