@@ -408,7 +408,9 @@ func (v *Vault) Close() error {
 }
 
 // storageErr wraps an SQLite error with the operation, turning a busy
-// database into vault_busy and a full disk into quota_exceeded's sibling.
+// database into vault_busy and a full disk (SQLITE_FULL, or an I/O error
+// whose errno is ENOSPC or EDQUOT) into no_space, which wraps
+// syscall.ENOSPC.
 func storageErr(op string, err error) error {
 	if err == nil {
 		return nil
@@ -427,7 +429,15 @@ func storageErr(op string, err error) error {
 			return wire.Errorf(wire.CodeVaultBusy, "%s: vault is busy: %w", op, err)
 		case sqlite3.ErrFull:
 			// ENOSPC too: a mount answers the writer with it.
-			return wire.Errorf(wire.CodeHostIO, "%s: disk full (%w): %w", op, syscall.ENOSPC, err)
+			return wire.Errorf(wire.CodeNoSpace, "%s: disk full (%w): %w", op, syscall.ENOSPC, err)
+		case sqlite3.ErrIoErr, sqlite3.ErrCantOpen:
+			// Growing the shared-memory index (SQLITE_IOERR_SHMSIZE) or
+			// creating a file the log needs reports the errno only.
+			if se.SystemErrno == syscall.ENOSPC || se.SystemErrno == syscall.EDQUOT {
+				return wire.Errorf(wire.CodeNoSpace, "%s: disk full (%w): %w", op, syscall.ENOSPC, err)
+			}
+		}
+		switch se.Code {
 		case sqlite3.ErrCorrupt, sqlite3.ErrNotADB:
 			return wire.Errorf(wire.CodeIntegrity, "%s: vault file is damaged: %w", op, err)
 		case sqlite3.ErrReadonly, sqlite3.ErrPerm, sqlite3.ErrCantOpen, sqlite3.ErrIoErr:
