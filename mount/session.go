@@ -27,6 +27,7 @@ type Options struct {
 	FsName       string        // source shown in the mount table; "avfs:" is prefixed unless it starts so (default "avfs:")
 	AllowOther   bool          // let other users reach the mount (needs user_allow_other for non-root)
 	SpillDir     string        // where open files spill unflushed chunks (default os.TempDir())
+	SpillLimit   int64         // most bytes of spill files at once; beyond, writes fail with ENOSPC (0: bounded only by SpillDir's free space, less a margin)
 	EntryTimeout time.Duration // kernel cache time of names (default: see WriterCacheTime)
 	AttrTimeout  time.Duration // kernel cache time of attributes (default: see WriterCacheTime)
 	Debug        bool          // log every FUSE request (go-fuse's debug output, on stderr)
@@ -183,7 +184,8 @@ func (s *Session) serve() error {
 	if spill == "" {
 		spill = os.TempDir()
 	}
-	root := &node{fsys: &fsys{store: s.store, readonly: s.opts.ReadOnly, spillDir: spill, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}, ino: vault.RootIno}
+	buf := &buffers{dir: spill, limit: max(0, s.opts.SpillLimit)}
+	root := &node{fsys: &fsys{store: s.store, readonly: s.opts.ReadOnly, spillDir: spill, uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), buf: buf}, ino: vault.RootIno}
 	s.root = root
 	entry, attr, negative := cacheTimes(s.opts)
 	name := s.opts.FsName
@@ -293,6 +295,19 @@ func (s *Session) Panics() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.panics
+}
+
+// Buffers returns what the mount holds of writes not committed yet, and
+// the peaks so far (see BufferStats). Safe at any time, also after the
+// mount has gone; it costs one lock.
+func (s *Session) Buffers() BufferStats {
+	s.mu.Lock()
+	root := s.root
+	s.mu.Unlock()
+	if root == nil {
+		return BufferStats{}
+	}
+	return root.fsys.buf.stats()
 }
 
 // Done is closed when the mount has gone, whoever unmounted it.

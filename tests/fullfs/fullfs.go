@@ -39,10 +39,19 @@ func Mount(t testing.TB, size int64) string {
 // made in dir, and returns its path: removing it frees the space again.
 func Fill(t testing.TB, dir string) string {
 	t.Helper()
+	p, err := TryFill(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TryFill is Fill for a goroutine other than the test's.
+func TryFill(dir string) (string, error) {
 	p := filepath.Join(dir, "filler")
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer f.Close()
 	for _, block := range []int{1 << 20, 4096, 1} {
@@ -50,16 +59,20 @@ func Fill(t testing.TB, dir string) string {
 		for {
 			if _, err := f.Write(buf); err != nil {
 				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("fill %s: %v", dir, err)
+					return "", fmt.Errorf("fill %s: %w", dir, err)
 				}
 				break
 			}
 		}
 	}
-	if free := Free(t, dir); free != 0 {
-		t.Fatalf("fill %s: %d bytes still free", dir, free)
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return "", err
 	}
-	return p
+	if st.Bavail != 0 {
+		return "", fmt.Errorf("fill %s: %d blocks still free", dir, st.Bavail)
+	}
+	return p, nil
 }
 
 // Free returns the bytes of dir's file system that an unprivileged
