@@ -92,6 +92,7 @@ type Session struct {
 	locked bool
 	done   chan struct{}
 	panics int
+	lost   error // why files created in the mount were not committed when it went
 	root   *node // set before the mount is served
 }
 
@@ -246,7 +247,7 @@ func (s *Session) serve() error {
 		// before the mount went) is committed, empty.
 		if en := root.fsys.settle(context.Background()); en != 0 {
 			s.mu.Lock()
-			s.panics++
+			s.lost = unsettled(s.dir, en)
 			s.mu.Unlock()
 		}
 		s.mu.Lock()
@@ -289,12 +290,35 @@ func (s *Session) State() State {
 	return s.state
 }
 
-// Panics counts request handlers that panicked (each answered EIO), and
-// files created in the mount that could not be committed when it went.
+// Panics counts request handlers that panicked (each answered EIO).
 func (s *Session) Panics() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.panics
+}
+
+// Err says, once the mount has gone, why files created in it and never
+// flushed could not be committed when it went (their creators were told
+// so at close, or never closed them): no_space on a full disk,
+// quota_exceeded over a quota, internal otherwise. It is nil while the
+// mount is up and when every such file was committed.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
+}
+
+// unsettled is the error of files of the mount at dir left uncommitted
+// with errno en when it went.
+func unsettled(dir string, en syscall.Errno) error {
+	code := wire.CodeInternal
+	switch en {
+	case syscall.ENOSPC:
+		code = wire.CodeNoSpace
+	case syscall.EDQUOT:
+		code = wire.CodeQuotaExceeded
+	}
+	return wire.Errorf(code, "mount %s: files created in the mount could not be committed when it went: %w", dir, en).With("dir", dir)
 }
 
 // Buffers returns what the mount holds of writes not committed yet, and
