@@ -184,3 +184,77 @@ func TestFullSpillDirIsENOSPC(t *testing.T) {
 	}
 	s.mustCheck()
 }
+
+// TestBuffersAccount follows the mount's account through writes, a
+// refusal, a flush and a close of two open files, without FUSE: growth is
+// what committing them would add, a refused write changes nothing, a
+// flush moves its growth to the committed bytes and empties the spill, a
+// close gives everything back.
+func TestBuffersAccount(t *testing.T) {
+	ctx := context.Background()
+	st := vault.NewStore(t.TempDir(), vault.Options{Actor: "test"})
+	v, err := st.Create(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	one := int64(1)
+	if _, err := v.SetQuota(ctx, vault.QuotaChange{MaxSizeMB: &one}); err != nil {
+		t.Fatal(err)
+	}
+	saved := memLimit
+	memLimit = 2 * chunkSize
+	defer func() { memLimit = saved }()
+	spill := t.TempDir()
+	f := &fsys{store: v, spillDir: spill, buf: &buffers{dir: spill}}
+	open := func(p string) *openFile {
+		e, err := v.WriteFile(ctx, p, bytes.NewReader(nil), vault.WriteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := v.Content(ctx, e.Ino)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return newOpenFile(&node{fsys: f, ino: e.Ino}, c)
+	}
+	a, b := open("/a"), open("/b")
+	const half = 512 << 10
+	steps := []struct {
+		name  string
+		do    func() syscall.Errno
+		errno syscall.Errno
+		want  BufferStats // the fields compared: memory, spill, growth, refused
+	}{
+		{"a writes half", func() syscall.Errno { _, en := a.write(ctx, randomBytes(half), 0); return en }, 0,
+			BufferStats{MemoryBytes: 2 * chunkSize, SpillBytes: half - 2*chunkSize, GrowthBytes: half}},
+		{"b writes half", func() syscall.Errno { _, en := b.write(ctx, randomBytes(half), 0); return en }, 0,
+			BufferStats{MemoryBytes: 4 * chunkSize, SpillBytes: 2*half - 4*chunkSize, GrowthBytes: 2 * half}},
+		{"b grows past the quota", func() syscall.Errno { _, en := b.write(ctx, []byte{1}, half); return en }, syscall.EDQUOT,
+			BufferStats{MemoryBytes: 4 * chunkSize, SpillBytes: 2*half - 4*chunkSize, GrowthBytes: 2 * half, RefusedQuota: 1}},
+		{"b rewrites", func() syscall.Errno { _, en := b.write(ctx, []byte{1}, 0); return en }, 0,
+			BufferStats{MemoryBytes: 4 * chunkSize, SpillBytes: 2*half - 4*chunkSize, GrowthBytes: 2 * half, RefusedQuota: 1}},
+		{"a flushes", func() syscall.Errno { return a.flush(ctx) }, 0,
+			BufferStats{MemoryBytes: 2 * chunkSize, SpillBytes: half - 2*chunkSize, GrowthBytes: half, RefusedQuota: 1}},
+		{"a, committed, still leaves no room", func() syscall.Errno { _, en := a.write(ctx, []byte{1}, half); return en }, syscall.EDQUOT,
+			BufferStats{MemoryBytes: 2 * chunkSize, SpillBytes: half - 2*chunkSize, GrowthBytes: half, RefusedQuota: 2}},
+		{"b closes unflushed", func() syscall.Errno { b.close(); return 0 }, 0,
+			BufferStats{RefusedQuota: 2}},
+	}
+	for _, s := range steps {
+		if en := s.do(); en != s.errno {
+			t.Fatalf("%s: errno %v, want %v", s.name, en, s.errno)
+		}
+		got := f.buf.stats()
+		got.PeakMemoryBytes, got.PeakSpillBytes = 0, 0
+		if got != s.want {
+			t.Fatalf("%s: %+v, want %+v", s.name, got, s.want)
+		}
+	}
+	if u, _ := v.Usage(ctx); u.Bytes != half || f.buf.committed != half {
+		t.Fatalf("vault bytes %d, counted committed %d; want %d", u.Bytes, f.buf.committed, half)
+	}
+	if peak := f.buf.stats().PeakSpillBytes; peak != 2*half-4*chunkSize {
+		t.Fatalf("peak spill %d", peak)
+	}
+}
