@@ -89,9 +89,11 @@ func TestQuotaSurfacesAsEDQUOTAndKeepsData(t *testing.T) {
 	if err := os.Remove(s.path("big")); err != nil {
 		t.Fatal(err)
 	}
-	// A vault size quota fails at flush, and the data is kept for a retry.
-	big := int64(0)
-	if _, err := s.v.SetQuota(ctx, vault.QuotaChange{MaxFileSizeMB: &big, MaxSizeMB: &one}); err != nil {
+	// A vault size quota lowered under buffered writes fails at flush
+	// (a write that crosses it fails at write(): TestVaultQuotaFailsAtWrite),
+	// and the data is kept for a retry.
+	big, ten := int64(0), int64(10)
+	if _, err := s.v.SetQuota(ctx, vault.QuotaChange{MaxFileSizeMB: &big, MaxSizeMB: &ten}); err != nil {
 		t.Fatal(err)
 	}
 	data := make([]byte, 3<<19) // 1.5 MiB
@@ -102,6 +104,9 @@ func TestQuotaSurfacesAsEDQUOTAndKeepsData(t *testing.T) {
 	}
 	if _, err := f.Write(data); err != nil {
 		t.Fatalf("buffered write: %v", err)
+	}
+	if _, err := s.v.SetQuota(ctx, vault.QuotaChange{MaxSizeMB: &one}); err != nil {
+		t.Fatal(err)
 	}
 	if err := f.Sync(); !errors.Is(err, syscall.EDQUOT) {
 		t.Fatalf("fsync over quota: %v", err)
@@ -114,7 +119,6 @@ func TestQuotaSurfacesAsEDQUOTAndKeepsData(t *testing.T) {
 	if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back buffered data: %v", err)
 	}
-	ten := int64(10)
 	if _, err := s.v.SetQuota(ctx, vault.QuotaChange{MaxSizeMB: &ten}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,10 @@
 // Writes are buffered per open file in whole chunks (spilled to a temporary
 // file beyond a threshold) and committed by flush/fsync/close in one vault
 // transaction, so a killed mount loses at most what applications had not
-// flushed and never corrupts the vault. Quota failures reach the writer as
-// EDQUOT on write, close or fsync, with the data kept.
+// flushed and never corrupts the vault. One account of the mount's
+// unflushed writes (buffers) refuses at write(2) what would cross the
+// vault's quotas (EDQUOT) or fill the spill directory (ENOSPC); a quota
+// crossed anyway fails close or fsync with EDQUOT, with the data kept.
 //
 // The process that serves a mount must not touch it between fork and exec
 // of a child (see go-fuse's "Deadlocks"): avfs proxy exec, which serves the

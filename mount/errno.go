@@ -34,6 +34,8 @@ func errno(err error) syscall.Errno {
 		return syscall.ENOTEMPTY
 	case wire.CodeQuotaExceeded:
 		return syscall.EDQUOT
+	case wire.CodeNoSpace:
+		return syscall.ENOSPC
 	case wire.CodeVaultBusy:
 		return syscall.EBUSY
 	case wire.CodeInvalidPath:

@@ -18,7 +18,7 @@ import (
 const chunkSize = vault.ChunkSize
 
 // memLimit is how many bytes of unflushed chunks one open file keeps in
-// memory before spilling them to a temporary file.
+// memory before spilling them to a temporary file (see also mountMemLimit).
 var memLimit int64 = 32 << 20
 
 // fileState is where an open file is in its life.
@@ -68,14 +68,43 @@ type openFile struct {
 	lastErr  error
 
 	spill     *os.File
-	nextSlot  int64
+	nextSlot  int64 // slots in the spill file, each counted in the mount's buffers
 	freeSlots []int64
 	memBytes  int64
+
+	// counted is the growth of the vault this file's unflushed writes
+	// would commit, as counted in the mount's buffers (see recount);
+	// committing is the size a flush under way commits, -1 when none.
+	counted    int64
+	committing int64
 }
 
 func newOpenFile(n *node, c *vault.Content) *openFile {
 	a := c.Attr()
-	return &openFile{n: n, size: a.Size, baseSize: a.Size, attr: a, base: c, dirty: map[int64]*chunkBuf{}}
+	return &openFile{n: n, size: a.Size, baseSize: a.Size, attr: a, base: c, dirty: map[int64]*chunkBuf{}, committing: -1}
+}
+
+// growthAt is by how much committing the file at size would grow the
+// vault, beyond what is committed or being committed; of.mu is held. A
+// detached file is never committed.
+func (of *openFile) growthAt(size int64) int64 {
+	if of.detached {
+		return 0
+	}
+	base := of.baseSize
+	if of.committing >= 0 {
+		base = of.committing
+	}
+	return max(0, size-base)
+}
+
+// recount brings the file's growth in the mount's buffers up to date
+// after its size, base or state changed; of.mu is held.
+func (of *openFile) recount() {
+	if g := of.growthAt(of.size); g != of.counted {
+		of.n.fsys.buf.addGrowth(g - of.counted)
+		of.counted = g
+	}
 }
 
 // refresh re-reads the base snapshot when nothing is buffered, so a new
@@ -94,6 +123,7 @@ func (of *openFile) refresh(ctx context.Context) {
 	}
 	of.base, of.attr = c, c.Attr()
 	of.size, of.baseSize = c.Size(), c.Size()
+	of.recount()
 }
 
 // lastAttr returns the attributes of a file that has no name left.
@@ -161,29 +191,37 @@ func bufLen(n int) int {
 	return l
 }
 
-// keep keeps cb's new content, spilling it when memory is over the limit.
-func (of *openFile) keep(cb *chunkBuf, data []byte) error {
+// keep keeps cb's new content, spilling it when memory is over the file's
+// or the mount's limit. It fails with ENOSPC when the spill has no room
+// (see buffers.takeSpill) or its write fails for lack of space, with EIO
+// for other failures of the spill file; cb is then as it was.
+func (of *openFile) keep(cb *chunkBuf, data []byte) syscall.Errno {
 	if cb.data != nil {
-		return nil // updated in place
+		return 0 // updated in place
 	}
-	if of.memBytes+chunkSize <= memLimit {
+	buf := of.n.fsys.buf
+	if of.memBytes+chunkSize <= memLimit && buf.takeMem(chunkSize, false) {
 		cb.data = data
 		of.memBytes += chunkSize
-		return nil
+		return 0
 	}
 	if of.spill == nil {
 		f, err := os.CreateTemp(of.n.fsys.spillDir, "avfs-spill-")
 		if err != nil {
-			return err
+			return spillErrno(err)
 		}
 		os.Remove(f.Name())
 		of.spill = f
 	}
-	if cb.slot < 0 {
+	slot := cb.slot
+	if slot < 0 {
 		if k := len(of.freeSlots); k > 0 {
-			cb.slot, of.freeSlots = of.freeSlots[k-1], of.freeSlots[:k-1]
+			slot, of.freeSlots = of.freeSlots[k-1], of.freeSlots[:k-1]
 		} else {
-			cb.slot = of.nextSlot
+			if en := buf.takeSpill(chunkSize); en != 0 {
+				return en
+			}
+			slot = of.nextSlot
 			of.nextSlot++
 		}
 	}
@@ -194,8 +232,14 @@ func (of *openFile) keep(cb *chunkBuf, data []byte) error {
 		copy(full, data)
 		data = full
 	}
-	_, err := of.spill.WriteAt(data, cb.slot*chunkSize)
-	return err
+	if _, err := of.spill.WriteAt(data, slot*chunkSize); err != nil {
+		if cb.slot < 0 {
+			of.freeSlots = append(of.freeSlots, slot)
+		}
+		return spillErrno(err)
+	}
+	cb.slot = slot
+	return 0
 }
 
 func (of *openFile) drop(i int64) {
@@ -206,6 +250,7 @@ func (of *openFile) drop(i int64) {
 	if cb.data != nil {
 		if !cb.hole {
 			of.memBytes -= chunkSize
+			of.n.fsys.buf.takeMem(-chunkSize, true)
 		}
 	} else if cb.slot >= 0 {
 		of.freeSlots = append(of.freeSlots, cb.slot)
@@ -233,10 +278,37 @@ func (of *openFile) appendAt(ctx context.Context, p []byte) (uint32, int64, sysc
 	return n, off, en
 }
 
-// writeLocked writes p at off; of.mu is held.
+// writeLocked writes p at off; of.mu is held. A write that extends the
+// file is refused whole with EDQUOT when the vault's size quota has no
+// room for it (see fsys.reserveGrowth). A write that fails part way (no
+// room to spill) keeps what it wrote, whole chunks of it, and answers a
+// short write, so the writer learns how much is kept and gets the error
+// from its next write; failing before writing anything, it answers the
+// error.
 func (of *openFile) writeLocked(ctx context.Context, p []byte, off int64) (uint32, syscall.Errno) {
 	end := off + int64(len(p))
-	for pos := off; pos < end; {
+	if d := of.growthAt(max(of.size, end)) - of.counted; d > 0 {
+		if en := of.n.fsys.reserveGrowth(ctx, d); en != 0 {
+			return 0, en
+		}
+		of.counted += d
+	}
+	pos := off
+	defer func() {
+		if pos > off {
+			of.size = max(of.size, pos)
+			of.mtime = time.Now()
+			of.state = stateDirty
+		}
+		of.recount() // gives back what was reserved and not written
+	}()
+	written := func(en syscall.Errno) (uint32, syscall.Errno) {
+		if pos > off {
+			return uint32(pos - off), 0
+		}
+		return 0, en
+	}
+	for pos < end {
 		i := pos / chunkSize
 		cs := i * chunkSize
 		ce := min(cs+chunkSize, end)
@@ -248,13 +320,13 @@ func (of *openFile) writeLocked(ctx context.Context, p []byte, off int64) (uint3
 			base := int(min(chunkSize, max(0, of.size-cs)))
 			data = make([]byte, bufLen(max(need, base)))
 			if err := of.readBase(ctx, data[:base], cs); err != nil {
-				return uint32(pos - off), errno(err)
+				return written(errno(err))
 			}
 			cb.length = base
 		} else {
 			var err error
 			if data, err = of.chunkData(cb); err != nil {
-				return uint32(pos - off), syscall.EIO
+				return written(syscall.EIO)
 			}
 			if len(data) < need {
 				grown := make([]byte, bufLen(need))
@@ -266,22 +338,20 @@ func (of *openFile) writeLocked(ctx context.Context, p []byte, off int64) (uint3
 				if cb.hole {
 					cb.hole = false
 					of.memBytes += chunkSize
+					of.n.fsys.buf.takeMem(chunkSize, true)
 				}
 			}
 		}
 		copy(data[pos-cs:], p[pos-off:ce-off])
+		if en := of.keep(cb, data); en != 0 {
+			return written(en)
+		}
 		cb.length = max(cb.length, int(ce-cs))
 		of.seq++
 		cb.seq = of.seq
-		if err := of.keep(cb, data); err != nil {
-			return uint32(pos - off), syscall.EIO
-		}
 		of.dirty[i] = cb
 		pos = ce
 	}
-	of.size = max(of.size, end)
-	of.mtime = time.Now()
-	of.state = stateDirty
 	return uint32(len(p)), 0
 }
 
@@ -358,6 +428,11 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 	}
 	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
 	of.state = statePersisting
+	// The growth being committed leaves the mount's count now and joins
+	// the vault's committed bytes once committed (see buffers).
+	oldBase, epoch := of.baseSize, n.fsys.buf.committedEpoch()
+	of.committing = size
+	of.recount()
 	of.mu.Unlock()
 
 	get := func(i int64) ([]byte, error) {
@@ -402,12 +477,15 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 	}
 
 	of.mu.Lock()
+	of.committing = -1
 	if err != nil {
 		of.state = stateDirty
 		of.lastErr = err
+		of.recount()
 		of.mu.Unlock()
 		return errno(err)
 	}
+	n.fsys.buf.flushed(size-oldBase, epoch)
 	a := c.Attr()
 	of.base = c
 	for _, i := range idx {
@@ -418,6 +496,10 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 	of.baseSize = size
 	of.attr = a
 	of.lastErr = nil
+	of.recount()
+	if len(of.dirty) == 0 {
+		of.truncateSpill()
+	}
 	if len(of.dirty) == 0 && of.size == of.baseSize {
 		of.state = stateFlushed
 		of.mtime = time.Time{}
@@ -451,6 +533,7 @@ func (of *openFile) setSize(ctx context.Context, size int64) {
 		}
 	}
 	of.size, of.baseSize = size, size
+	of.recount()
 }
 
 // detach keeps the file's content readable after its last name is removed.
@@ -465,14 +548,39 @@ func (of *openFile) detach(a vault.Attr) {
 	if of.unhold == nil {
 		of.unhold = of.n.fsys.store.Hold(of.n.ino)
 	}
+	of.recount()
 }
 
-// close releases the spill file and the hold on a detached file's content.
+// truncateSpill empties the spill file once no chunk is in it, giving its
+// space back; of.mu is held.
+func (of *openFile) truncateSpill() {
+	if of.spill == nil || of.nextSlot == 0 {
+		return
+	}
+	if err := of.spill.Truncate(0); err != nil {
+		return
+	}
+	of.n.fsys.buf.dropSpill(of.nextSlot * chunkSize)
+	of.nextSlot, of.freeSlots = 0, nil
+}
+
+// close releases the spill file, whatever the file still counts in the
+// mount's buffers (the unflushed writes of a detached file, dropped) and
+// the hold on a detached file's content.
 func (of *openFile) close() {
+	of.mu.Lock()
+	defer of.mu.Unlock()
+	buf := of.n.fsys.buf
 	if of.spill != nil {
 		of.spill.Close()
 		of.spill = nil
+		buf.dropSpill(of.nextSlot * chunkSize)
+		of.nextSlot, of.freeSlots = 0, nil
 	}
+	buf.takeMem(-of.memBytes, true)
+	of.memBytes = 0
+	buf.addGrowth(-of.counted)
+	of.counted = 0
 	if of.unhold != nil {
 		of.unhold()
 		of.unhold = nil
@@ -589,6 +697,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	end := off + int64(len(data))
 	if limit := h.of.n.fsys.maxFileBytes(ctx, false); limit > 0 && end > limit {
 		if limit = h.of.n.fsys.maxFileBytes(ctx, true); limit > 0 && end > limit {
+			h.of.n.fsys.buf.refusedQuota()
 			return 0, syscall.EDQUOT
 		}
 	}
@@ -644,6 +753,7 @@ func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uin
 		if grow {
 			of.size = end
 			of.state = stateDirty
+			of.recount()
 		}
 		of.mu.Unlock()
 		if grow {
@@ -656,6 +766,7 @@ func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uin
 		if en == 0 && mode == fallocZeroRange && end > of.size {
 			of.size = end
 			of.state = stateDirty
+			of.recount()
 		}
 		of.mu.Unlock()
 		if en != 0 {
@@ -700,7 +811,9 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	defer n.mu.Unlock()
 	of.mu.Lock()
 	of.refs--
-	idle := of.refs == 0 && len(of.dirty) == 0 && of.size == of.baseSize
+	// A detached file's unflushed writes can never be committed nor read
+	// once its last handle goes: dropped.
+	idle := of.refs == 0 && (of.detached || len(of.dirty) == 0 && of.size == of.baseSize)
 	of.mu.Unlock()
 	if idle && n.open == of {
 		of.close()

@@ -61,8 +61,12 @@ func serveChild() {
 		log.SetOutput(f)
 		debug = true
 	}
+	var spillLimit int64
+	if lim := os.Getenv("AVFS_MOUNT_SPILL_LIMIT"); lim != "" {
+		fmt.Sscan(lim, &spillLimit)
+	}
 	sess, err := Mount(ctx, v, os.Getenv("AVFS_MOUNT_DIR"), Options{ReadOnly: os.Getenv("AVFS_MOUNT_RO") == "1", FsName: "avfs:test", Debug: debug,
-		AllowOther: os.Getenv("AVFS_MOUNT_ALLOW_OTHER") == "1"})
+		AllowOther: os.Getenv("AVFS_MOUNT_ALLOW_OTHER") == "1", SpillDir: os.Getenv("AVFS_MOUNT_SPILL_DIR"), SpillLimit: spillLimit})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(4)

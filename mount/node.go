@@ -20,6 +20,7 @@ type fsys struct {
 	readonly bool
 	spillDir string
 	uid, gid uint32 // owner of files created by a process whose ids are unknown
+	buf      *buffers
 
 	quotaMu sync.Mutex
 	quota   vault.Quota
@@ -32,13 +33,14 @@ type fsys struct {
 }
 
 // quotas returns the vault's quotas, re-read at most once a second unless
-// fresh is set.
+// fresh is set; the vault's bytes read with them go to the mount's buffers.
 func (f *fsys) quotas(ctx context.Context, fresh bool) vault.Quota {
 	f.quotaMu.Lock()
 	defer f.quotaMu.Unlock()
 	if fresh || time.Since(f.quotaAt) > time.Second {
 		if u, err := f.store.Usage(ctx); err == nil {
 			f.quota, f.quotaAt = u.Quota, time.Now()
+			f.buf.setCommitted(u.Bytes)
 		}
 	}
 	return f.quota

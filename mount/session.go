@@ -27,6 +27,7 @@ type Options struct {
 	FsName       string        // source shown in the mount table; "avfs:" is prefixed unless it starts so (default "avfs:")
 	AllowOther   bool          // let other users reach the mount (needs user_allow_other for non-root)
 	SpillDir     string        // where open files spill unflushed chunks (default os.TempDir())
+	SpillLimit   int64         // most bytes of spill files at once; beyond, writes fail with ENOSPC (0: bounded only by SpillDir's free space, less a margin)
 	EntryTimeout time.Duration // kernel cache time of names (default: see WriterCacheTime)
 	AttrTimeout  time.Duration // kernel cache time of attributes (default: see WriterCacheTime)
 	Debug        bool          // log every FUSE request (go-fuse's debug output, on stderr)
@@ -91,6 +92,7 @@ type Session struct {
 	locked bool
 	done   chan struct{}
 	panics int
+	lost   error // why files created in the mount were not committed when it went
 	root   *node // set before the mount is served
 }
 
@@ -186,7 +188,8 @@ func (s *Session) serve() error {
 	if spill == "" {
 		spill = os.TempDir()
 	}
-	root := &node{fsys: &fsys{store: s.store, readonly: s.opts.ReadOnly, spillDir: spill, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}, ino: vault.RootIno}
+	buf := &buffers{dir: spill, limit: max(0, s.opts.SpillLimit)}
+	root := &node{fsys: &fsys{store: s.store, readonly: s.opts.ReadOnly, spillDir: spill, uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), buf: buf}, ino: vault.RootIno}
 	s.root = root
 	entry, attr, negative := cacheTimes(s.opts)
 	name := s.opts.FsName
@@ -247,7 +250,7 @@ func (s *Session) serve() error {
 		// before the mount went) is committed, empty.
 		if en := root.fsys.settle(context.Background()); en != 0 {
 			s.mu.Lock()
-			s.panics++
+			s.lost = unsettled(s.dir, en)
 			s.mu.Unlock()
 		}
 		s.mu.Lock()
@@ -290,12 +293,48 @@ func (s *Session) State() State {
 	return s.state
 }
 
-// Panics counts request handlers that panicked (each answered EIO), and
-// files created in the mount that could not be committed when it went.
+// Panics counts request handlers that panicked (each answered EIO).
 func (s *Session) Panics() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.panics
+}
+
+// Err says, once the mount has gone, why files created in it and never
+// flushed could not be committed when it went (their creators were told
+// so at close, or never closed them): no_space on a full disk,
+// quota_exceeded over a quota, internal otherwise. It is nil while the
+// mount is up and when every such file was committed.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
+}
+
+// unsettled is the error of files of the mount at dir left uncommitted
+// with errno en when it went.
+func unsettled(dir string, en syscall.Errno) error {
+	code := wire.CodeInternal
+	switch en {
+	case syscall.ENOSPC:
+		code = wire.CodeNoSpace
+	case syscall.EDQUOT:
+		code = wire.CodeQuotaExceeded
+	}
+	return wire.Errorf(code, "mount %s: files created in the mount could not be committed when it went: %w", dir, en).With("dir", dir)
+}
+
+// Buffers returns what the mount holds of writes not committed yet, and
+// the peaks so far (see BufferStats). Safe at any time, also after the
+// mount has gone; it costs one lock.
+func (s *Session) Buffers() BufferStats {
+	s.mu.Lock()
+	root := s.root
+	s.mu.Unlock()
+	if root == nil {
+		return BufferStats{}
+	}
+	return root.fsys.buf.stats()
 }
 
 // Done is closed when the mount has gone, whoever unmounted it.

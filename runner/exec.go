@@ -291,6 +291,7 @@ type execution struct {
 	ws      *workspace
 	proc    ProcResult
 	ran     bool      // the command started
+	listed  bool      // the changes are in the envelope
 	started time.Time // of the current stage
 
 	cleanups []func(context.Context)
@@ -335,6 +336,12 @@ func (x *execution) fail(ctx context.Context, stage string, err error) int {
 	}
 	if !x.ran {
 		x.dropCheckpoint(ctx)
+	} else if !x.listed {
+		// What the command changed before avfs failed (a full disk at
+		// unmount) landed in the vault: the envelope lists it. Listing
+		// only reads, so it works on a full disk; should it fail too,
+		// the changes stay empty and the first error is reported.
+		_ = x.listChanges(ctx)
 	}
 	return fail(x.out, err)
 }
@@ -711,21 +718,22 @@ func (x *execution) unmount(ctx context.Context) error {
 	return err
 }
 
-// summarize lists the changes, rolls back if asked, and audits the run.
-func (x *execution) summarize(ctx context.Context) error {
+// listChanges puts the changes since the run's mark in the envelope, the
+// first --max-changes of them. It only reads the vault. A run that fails
+// after its command started lists them too (see fail).
+func (x *execution) listChanges(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
 	t := time.Now()
-	v, req, pr := x.v, x.req, x.proc
 	var changes []vault.Change
 	if x.mark != nil {
 		var err error
-		if changes, err = v.ChangesSince(ctx, *x.mark); err != nil {
+		if changes, err = x.v.ChangesSince(ctx, *x.mark); err != nil {
 			return err
 		}
 	}
 	x.out.Changes = wireChanges(changes)
 	x.out.ChangesTotal = len(x.out.Changes)
-	limit := req.MaxChanges
+	limit := x.req.MaxChanges
 	if limit == 0 {
 		limit = DefaultMaxChanges
 	}
@@ -733,6 +741,17 @@ func (x *execution) summarize(ctx context.Context) error {
 		x.out.Changes, x.out.ChangesTruncated = x.out.Changes[:limit], true
 	}
 	x.out.Timing.SummaryMS = ms(time.Since(t))
+	x.listed = true
+	return nil
+}
+
+// summarize lists the changes, rolls back if asked, and audits the run.
+func (x *execution) summarize(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
+	v, req, pr := x.v, x.req, x.proc
+	if err := x.listChanges(ctx); err != nil {
+		return err
+	}
 	x.status = exitStatus(pr)
 	if req.RollbackOnFailure && x.cp != nil && (pr.TimedOut || x.status != 0) {
 		if _, err := x.r.restore(ctx, v, x.info.Name, strconv.FormatInt(x.cp.ID, 10)); err != nil {
@@ -745,7 +764,7 @@ func (x *execution) summarize(ctx context.Context) error {
 		x.out.Rollback = &wire.RollbackReport{Restored: true, Checkpoint: wire.CheckpointRef{ID: x.cp.ID, Name: x.cp.Name}, Reason: reason}
 	}
 	d := x.details
-	d["exit_code"], d["timed_out"], d["changes"] = pr.ExitCode, pr.TimedOut, len(changes)
+	d["exit_code"], d["timed_out"], d["changes"] = pr.ExitCode, pr.TimedOut, x.out.ChangesTotal
 	if x.out.Rollback != nil {
 		d["rolled_back"] = true
 	}
@@ -1277,6 +1296,9 @@ func (w *workspace) close(ctx context.Context, v *vault.Vault, readonly bool) er
 		}
 		if n := w.session.Panics(); n > 0 && err == nil {
 			err = wire.Errorf(wire.CodeInternal, "proxy exec: the mount answered %d request(s) with EIO after an internal failure", n)
+		}
+		if serr := w.session.Err(); serr != nil && err == nil {
+			err = fmt.Errorf("proxy exec: %w", serr)
 		}
 		w.session = nil
 	} else if w.mode == "materialized" && w.copyIntact() != nil {

@@ -253,13 +253,14 @@ func (c *VaultCache) Len() int {
 
 // keepVault reports whether a run that ended with failure (nil when it did
 // not) leaves its vault fit to keep open: not after a storage failure
-// (host I/O, damage, an internal error), which a fresh open may not share.
+// (host I/O, a full disk, damage, an internal error), which a fresh open
+// may not share (a vault opened on a full disk is read-only for good).
 func keepVault(failure *wire.ErrorBody) bool {
 	if failure == nil {
 		return true
 	}
 	switch failure.Code {
-	case wire.CodeHostIO, wire.CodeIntegrity, wire.CodeInternal:
+	case wire.CodeHostIO, wire.CodeNoSpace, wire.CodeIntegrity, wire.CodeInternal:
 		return false
 	}
 	return true

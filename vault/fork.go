@@ -38,7 +38,7 @@ func (s *Store) Fork(ctx context.Context, src, dst string) (*Vault, error) {
 		return nil, err
 	}
 	// The fork was just built with this schema version: no need to check it.
-	return open(s.PathOf(dst), s.Opts)
+	return open(s.PathOf(dst), s.Opts, false)
 }
 
 // ForkInfo forks like Fork and returns the new vault's Info instead of

@@ -317,7 +317,7 @@ func vaultUUID(ctx context.Context, path string) (string, error) {
 		}
 		return "", err
 	}
-	v, err := open(path, Options{Actor: "recover"})
+	v, err := open(path, Options{Actor: "recover"}, false)
 	if err != nil {
 		return "", err
 	}

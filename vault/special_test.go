@@ -177,12 +177,26 @@ func ptr(n *int64) string {
 	return fmt.Sprint(*n)
 }
 
-// A full disk is host_io, and ENOSPC underneath, which a mount passes on
-// to the writer.
+// A full disk is no_space, and ENOSPC underneath, which a mount passes on
+// to the writer: SQLITE_FULL, or an I/O error whose errno says so (growing
+// the log's shared-memory index). Other I/O errors stay host_io.
 func TestDiskFullIsENOSPC(t *testing.T) {
-	err := storageErr("write /f", sqlite3.Error{Code: sqlite3.ErrFull})
-	if !wire.HasCode(err, wire.CodeHostIO) || !errors.Is(err, syscall.ENOSPC) {
-		t.Errorf("%v", err)
+	cases := []struct {
+		name  string
+		err   sqlite3.Error
+		code  wire.Code
+		nospc bool
+	}{
+		{"SQLITE_FULL", sqlite3.Error{Code: sqlite3.ErrFull}, wire.CodeNoSpace, true},
+		{"I/O error, ENOSPC", sqlite3.Error{Code: sqlite3.ErrIoErr, SystemErrno: syscall.ENOSPC}, wire.CodeNoSpace, true},
+		{"I/O error, EDQUOT", sqlite3.Error{Code: sqlite3.ErrIoErr, SystemErrno: syscall.EDQUOT}, wire.CodeNoSpace, true},
+		{"I/O error, EIO", sqlite3.Error{Code: sqlite3.ErrIoErr, SystemErrno: syscall.EIO}, wire.CodeHostIO, false},
+	}
+	for _, c := range cases {
+		err := storageErr("write /f", c.err)
+		if !wire.HasCode(err, c.code) || errors.Is(err, syscall.ENOSPC) != c.nospc {
+			t.Errorf("%s: %v (code %s)", c.name, err, wire.CodeOf(err))
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"syscall"
 	"time"
 
 	"avfs/wire"
@@ -130,6 +131,9 @@ type auditRow struct {
 // update runs fn in one BEGIN IMMEDIATE transaction. Quotas are checked and
 // the audit rows appended before commit; any error rolls everything back.
 func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) error {
+	if v.readOnly {
+		return wire.Errorf(wire.CodeNoSpace, "%s: disk full (%w): the vault was opened for reading only, on a full file system", op, syscall.ENOSPC)
+	}
 	tx, done, err := v.ws.begin(ctx)
 	if err != nil {
 		return storageErr(op, err)

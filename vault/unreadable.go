@@ -224,7 +224,7 @@ func liveHolder(ctx context.Context, path string, opts Options) *Holder {
 	if err != nil || h[18] != 2 || h[19] != 2 {
 		return nil
 	}
-	v, err := open(path, opts)
+	v, err := open(path, opts, false)
 	if err != nil {
 		return nil
 	}

@@ -34,6 +34,10 @@ type Vault struct {
 	rs       *stmtCache
 	r        cq // reads outside a transaction, through cached statements
 
+	// readOnly is set when the vault was opened on a full file system
+	// (see openReadOnlyShm): every write fails with no_space.
+	readOnly bool
+
 	mu     sync.Mutex
 	parent *Vault // lazily opened parent of a fork (read-only use)
 	closed bool
@@ -123,6 +127,12 @@ func init() {
 }
 
 func dsn(path string, write bool) string {
+	return dsnWith(path, write, false)
+}
+
+// dsnWith is dsn; shmReadOnly makes the readers' DSN one that never writes
+// the log's shared-memory index (see openReadOnlyShm).
+func dsnWith(path string, write, shmReadOnly bool) string {
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
 	q.Set("_busy_timeout", "30000")
@@ -139,6 +149,10 @@ func dsn(path string, write bool) string {
 	} else {
 		q.Set("_txlock", "deferred")
 		q.Set("_query_only", "true")
+		if shmReadOnly {
+			q.Set("mode", "ro")
+			q.Set("readonly_shm", "1")
+		}
 	}
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 }
@@ -172,7 +186,7 @@ func Create(ctx context.Context, path, name string, opts Options) (*Vault, error
 	}
 	f.Close()
 	defer removeFiles(tmp)
-	v, err := open(tmp, opts)
+	v, err := open(tmp, opts, false)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +240,7 @@ func openChecked(ctx context.Context, path string, opts Options, writer bool) (*
 	if err := checkFile(path, fi); err != nil {
 		return nil, fmt.Errorf("open vault %q: %w", name, err)
 	}
-	v, err := open(path, opts)
+	v, err := open(path, opts, false)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +249,15 @@ func openChecked(ctx context.Context, path string, opts Options, writer bool) (*
 		db = v.db
 	}
 	var ver int32
-	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&ver); err != nil {
+	err = db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&ver)
+	if err != nil && !writer && wire.IsNoSpace(storageErr("open vault", err)) {
+		v.Close()
+		if v, err = openReadOnlyShm(path, opts); err != nil {
+			return nil, err
+		}
+		err = v.rdb.QueryRowContext(ctx, "PRAGMA user_version").Scan(&ver)
+	}
+	if err != nil {
 		v.Close()
 		if ferr, ok := fileFault(path, err); ok {
 			return nil, fmt.Errorf("open vault %q: %w", name, ferr)
@@ -297,7 +319,40 @@ func (v *Vault) migrate(ctx context.Context, ver int32) error {
 	return nil
 }
 
-func open(path string, opts Options) (*Vault, error) {
+// openReadOnlyShm opens the vault at path on a full file system, for
+// reading: Open's fallback when the readers' first query failed for lack
+// of space.
+//
+// Why: a reader of a WAL database maps the log's shared-memory index
+// (path-shm). The first connection of all to the file truncates that file
+// and grows it to 32 KiB, which fails with ENOSPC on a full disk, so even
+// `vault check` failed there. The fix: the readers' connections open the
+// database read-only with SQLite's readonly_shm=1: the index file is opened
+// read-only and never grown. When a writer elsewhere keeps the index, the
+// readers use it; when none does (SQLITE_READONLY_CANTINIT), SQLite builds
+// the index of the log in each connection's heap instead, reading the
+// whole log (path-wal) when a read transaction starts: that is the cost,
+// paid only on a full disk. The index file must exist for readonly_shm; an
+// empty one is made when it is missing (a file without data needs no
+// block). The log itself is opened or created empty, as before.
+//
+// Invariant: nothing is written to the vault, its log or its index. Such a
+// Vault refuses every write transaction with no_space (its writers would
+// share the read-only index and fail anyway), even once space is freed:
+// open the vault again then.
+func openReadOnlyShm(path string, opts Options) (*Vault, error) {
+	if fi, err := os.Stat(path); err == nil {
+		if f, err := os.OpenFile(path+"-shm", os.O_RDONLY|os.O_CREATE, fi.Mode().Perm()); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
+				_ = f.Chown(int(st.Uid), int(st.Gid)) // as SQLite does: the vault's owner must be able to use it
+			}
+			f.Close()
+		}
+	}
+	return open(path, opts, true)
+}
+
+func open(path string, opts Options, shmReadOnly bool) (*Vault, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeHostIO, "open vault: %w", err)
@@ -309,7 +364,7 @@ func open(path string, opts Options) (*Vault, error) {
 	if err != nil {
 		return nil, storageErr("open vault", err)
 	}
-	rdb, err := sql.Open(driverName, dsn(abs, false))
+	rdb, err := sql.Open(driverName, dsnWith(abs, false, shmReadOnly))
 	if err != nil {
 		db.Close()
 		return nil, storageErr("open vault", err)
@@ -319,7 +374,7 @@ func open(path string, opts Options) (*Vault, error) {
 	if opts.Actor == "" {
 		opts.Actor = defaultActor()
 	}
-	v := &Vault{path: abs, actor: opts.Actor, auditKey: bytes.Clone(opts.AuditKey), db: db, rdb: rdb, ws: newStmtCache(db), rs: newStmtCache(rdb)}
+	v := &Vault{path: abs, actor: opts.Actor, auditKey: bytes.Clone(opts.AuditKey), db: db, rdb: rdb, ws: newStmtCache(db), rs: newStmtCache(rdb), readOnly: shmReadOnly}
 	v.r = cq{c: v.rs}
 	return v, nil
 }
@@ -422,7 +477,9 @@ func (v *Vault) Close() error {
 }
 
 // storageErr wraps an SQLite error with the operation, turning a busy
-// database into vault_busy and a full disk into quota_exceeded's sibling.
+// database into vault_busy and a full disk (SQLITE_FULL, or an I/O error
+// whose errno is ENOSPC or EDQUOT) into no_space, which wraps
+// syscall.ENOSPC.
 func storageErr(op string, err error) error {
 	if err == nil {
 		return nil
@@ -441,7 +498,15 @@ func storageErr(op string, err error) error {
 			return wire.Errorf(wire.CodeVaultBusy, "%s: vault is busy: %w", op, err)
 		case sqlite3.ErrFull:
 			// ENOSPC too: a mount answers the writer with it.
-			return wire.Errorf(wire.CodeHostIO, "%s: disk full (%w): %w", op, syscall.ENOSPC, err)
+			return wire.Errorf(wire.CodeNoSpace, "%s: disk full (%w): %w", op, syscall.ENOSPC, err)
+		case sqlite3.ErrIoErr, sqlite3.ErrCantOpen:
+			// Growing the shared-memory index (SQLITE_IOERR_SHMSIZE) or
+			// creating a file the log needs reports the errno only.
+			if se.SystemErrno == syscall.ENOSPC || se.SystemErrno == syscall.EDQUOT {
+				return wire.Errorf(wire.CodeNoSpace, "%s: disk full (%w): %w", op, syscall.ENOSPC, err)
+			}
+		}
+		switch se.Code {
 		case sqlite3.ErrCorrupt, sqlite3.ErrNotADB:
 			return wire.Errorf(wire.CodeIntegrity, "%s: vault file is damaged: %w", op, err)
 		case sqlite3.ErrReadonly, sqlite3.ErrPerm, sqlite3.ErrCantOpen, sqlite3.ErrIoErr:

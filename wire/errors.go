@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // Code is a stable snake_case error code. Codes appear on the wire as
@@ -24,6 +25,7 @@ const (
 	CodeVaultHasForks      Code = "vault_has_forks"       // delete refused: live forks borrow from this vault
 	CodeVaultUnreadable    Code = "vault_unreadable"      // the vault's file cannot be opened as a vault of this avfs (reason: a VaultFault); vault delete --force removes it
 	CodeQuotaExceeded      Code = "quota_exceeded"        // the write would exceed a quota; nothing changed
+	CodeNoSpace            Code = "no_space"              // the disk under the vault or a temporary directory is full; the failed write changed nothing, earlier commits stay
 	CodeCheckpointNotFound Code = "checkpoint_not_found"  // no checkpoint by that id or name
 	CodeCheckpointPinned   Code = "checkpoint_pinned"     // delete refused: a run under way will roll back to the checkpoint
 	CodeVersionNotFound    Code = "version_not_found"     // no such version in a file's history
@@ -76,13 +78,26 @@ type Error struct {
 
 // Errorf returns an *Error with the given code and a formatted message. A %w
 // verb in format records the wrapped error as the cause.
+//
+// A host_io error whose cause is a full file system (ENOSPC, or EDQUOT: the
+// host's own disk quota) is no_space instead: the one place that tells a
+// full disk from other trouble of the host, for every caller.
 func Errorf(code Code, format string, args ...any) *Error {
 	e := fmt.Errorf(format, args...)
 	cause := errors.Unwrap(e)
 	if _, several := e.(interface{ Unwrap() []error }); several {
 		cause = e // format wraps more than one error: errors.Is and As see them all
 	}
+	if code == CodeHostIO && IsNoSpace(cause) {
+		code = CodeNoSpace
+	}
 	return &Error{Code: code, Message: e.Error(), Err: cause}
+}
+
+// IsNoSpace reports whether err says that a file system is full: ENOSPC or
+// EDQUOT in its chain, or the no_space code.
+func IsNoSpace(err error) bool {
+	return err != nil && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || HasCode(err, CodeNoSpace))
 }
 
 func (e *Error) Error() string { return e.Message }
