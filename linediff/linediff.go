@@ -9,8 +9,10 @@
 // and very different: once a search has gone about √(N+M) edits deep (at
 // least 256, git's floor; GNU diff's is 4096) it settles for the furthest
 // point reached, so the script may then be longer than the shortest, never
-// wrong, and the time stays near O((N+M)^1.5). Lines are compared whole, the newline included, so a last
-// line without a newline differs from the same line with one.
+// wrong, and the time stays near O((N+M)^1.5). Of equal scripts it picks
+// GNU diff's: each run of changes slid where diff -u has it (see shift).
+// Lines are compared whole, the newline included, so a last line without
+// a newline differs from the same line with one.
 //
 // It never reads files: the caller brings the texts, and their size is the
 // caller's to bound.
@@ -104,7 +106,90 @@ func Compare(a, b []string) (ca, cb []bool) {
 	}
 	d.tooExpensive = max(d.tooExpensive, 256)
 	d.compare(0, len(a), 0, len(b))
+	shift(d.a, d.ca, d.cb)
+	shift(d.b, d.cb, d.ca)
 	return d.ca, d.cb
+}
+
+// shift slides each run of changed lines of one text (changed, its lines
+// as ids) where the same script can have it, as GNU diff does: back to
+// merge with the run before, forward to merge with the run after or as
+// far as it goes, then back to where it lines up with a run of changes of
+// the other text (other) when it can. The lines deleted and inserted stay
+// as many, and the hunks are diff -u's: a line deleted from a run of
+// equal lines is the last of them, say. This is GNU's shift_boundaries.
+func shift(ids []int32, changed, other []bool) {
+	n := len(changed)
+	at := func(c []bool, k int) bool { return k >= 0 && k < len(c) && c[k] } // false past either end, as GNU's sentinels
+	i, j := 0, 0
+	for {
+		// The next run of changes, and the matching point in the other text.
+		for i < n && !changed[i] {
+			for at(other, j) {
+				j++
+			}
+			j++
+			i++
+		}
+		if i == n {
+			return
+		}
+		start := i
+		for i++; at(changed, i); i++ {
+		}
+		for at(other, j) {
+			j++
+		}
+		var corresponding int
+		for {
+			runlength := i - start
+			// Back, while the line before the run is its last line: this
+			// merges with a run before.
+			for start > 0 && ids[start-1] == ids[i-1] {
+				start--
+				changed[start] = true
+				i--
+				changed[i] = false
+				for at(changed, start-1) {
+					start--
+				}
+				for j--; at(other, j); j-- {
+				}
+			}
+			// Where the run's end lines up with changes in the other text
+			// (n: nowhere yet).
+			corresponding = n
+			if at(other, j-1) {
+				corresponding = i
+			}
+			// Forward, while the run's first line is the line after it:
+			// this merges with a run after, else goes as far as it can.
+			for i != n && ids[start] == ids[i] {
+				changed[start] = false
+				start++
+				changed[i] = true
+				i++
+				for at(changed, i) {
+					i++
+				}
+				for j++; at(other, j); j++ {
+					corresponding = i
+				}
+			}
+			if runlength == i-start {
+				break
+			}
+		}
+		// Back to the changes of the other text it lines up with.
+		for corresponding < i {
+			start--
+			changed[start] = true
+			i--
+			changed[i] = false
+			for j--; at(other, j); j-- {
+			}
+		}
+	}
 }
 
 // differ is one comparison: the texts as line ids and the marks found.

@@ -74,6 +74,12 @@ func TestUnified(t *testing.T) {
 			want: "--- a\n+++ b\n@@ -1,3 +1,3 @@\n-a\n+A\n 1\n 2\n@@ -5,3 +5,3 @@\n 4\n 5\n-b\n+B\n"},
 		{name: "context clipped at the ends", a: "1\n2\n3\n4\n5\n6\n7\n8\n", b: "1\n2\n3\n4\nfive\n6\n7\n8\n", context: 3,
 			want: "--- a\n+++ b\n@@ -2,7 +2,7 @@\n 2\n 3\n 4\n-5\n+five\n 6\n 7\n 8\n"},
+		// Of the equal scripts, the one that has a run of changes as
+		// late as it goes, as diff -u does.
+		{name: "a deletion among equal lines goes last", a: "x\na\na\na\ny\n", b: "x\na\na\ny\n", context: 1,
+			want: "--- a\n+++ b\n@@ -3,3 +3,2 @@\n a\n-a\n y\n"},
+		{name: "an insertion among equal lines goes last", a: "x\na\ny\n", b: "x\na\na\ny\n", context: 1,
+			want: "--- a\n+++ b\n@@ -2,2 +2,3 @@\n a\n+a\n y\n"},
 		{name: "insert in the middle", a: "a\nb\nc\nd\n", b: "a\nb\nnew\nc\nd\n", context: 1,
 			want: "--- a\n+++ b\n@@ -2,2 +2,3 @@\n b\n+new\n c\n"},
 	} {
@@ -231,10 +237,31 @@ func TestAgainstGNUDiff(t *testing.T) {
 			}
 		}
 	}
+	// Random texts, and random edits of them: as many lines deleted and
+	// inserted always (both scripts are shortest); for the edits, the
+	// same hunks nearly always. (GNU diff first sets aside lines found in
+	// one text only, which at times picks another of the shortest
+	// scripts: between unrelated random texts often.)
 	rng := rand.New(rand.NewPCG(5, 6))
-	for i := 0; i < 100; i++ {
+	identical, n := 0, 200
+	for i := 0; i < n; i++ {
 		a, b := randomText(rng, rng.IntN(40), 5), randomText(rng, rng.IntN(40), 5)
+		if i%2 == 0 {
+			b = append([]string{}, a...)
+			for range 1 + rng.IntN(3) {
+				j := rng.IntN(len(b) + 1)
+				if j < len(b) && rng.IntN(2) == 0 {
+					b = append(b[:j], b[j+1:]...)
+				} else {
+					b = append(b[:j], append([]string{string(rune('a'+rng.IntN(5))) + "\n"}, b[j:]...)...)
+				}
+			}
+			b = Split(strings.Join(b, "")) // a line after one without a newline joins it
+		}
 		want := run(strings.Join(a, ""), strings.Join(b, ""), 3)
+		if i%2 == 0 && unified(t, strings.Join(a, ""), strings.Join(b, ""), 3) == want {
+			identical++
+		}
 		var wd, wi int
 		for _, l := range strings.Split(want, "\n") {
 			switch {
@@ -247,5 +274,8 @@ func TestAgainstGNUDiff(t *testing.T) {
 		if d, in := Count(Diff(a, b, 3)); d != wd || in != wi {
 			t.Fatalf("%q -> %q: %d deleted, %d inserted; diff -u: %d, %d", a, b, d, in, wd, wi)
 		}
+	}
+	if identical < n/2*9/10 {
+		t.Errorf("%d of %d diffs of edits are diff -u's, byte for byte; want 90%% at least", identical, n/2)
 	}
 }
