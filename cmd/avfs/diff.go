@@ -206,7 +206,7 @@ func diffVersions(ctx context.Context, v *vault.Vault, opts diffOptions, res *wi
 		return err
 	}
 	if len(vs) == 0 {
-		return wire.Errorf(wire.CodeVersionNotFound, "%s has no history", opts.Path).With("path", opts.Path)
+		return wire.Errorf(wire.CodeVersionNotFound, "%s has no history (a directory has none: compare checkpoints with avfs diff --checkpoint A %s)", opts.Path, opts.Path).With("path", opts.Path)
 	}
 	pick := func(n int64) (int, error) {
 		for i, ver := range vs {
@@ -449,7 +449,8 @@ func diffName(prefix, p string) string {
 }
 
 // writeFileDiff writes f as git diff does: the diff --git line, the
-// extended headers of a created or deleted file and of a mode change, then
+// extended headers of a created or deleted file, of a mode change and of a
+// version recorded under another path (a rename), then
 // the --- and +++ lines and the hunks, or the line saying that a binary or
 // too large file differs.
 func writeFileDiff(w io.Writer, f fileDiff) error {
@@ -466,6 +467,9 @@ func writeFileDiff(w io.Writer, f fileDiff) error {
 	default:
 		if *f.OldMode != *f.NewMode {
 			fmt.Fprintf(&h, "old mode %s\nnew mode %s\n", gitMode(f.Kind, f.OldMode), gitMode(f.Kind, f.NewMode))
+		}
+		if f.oldPath != f.Path {
+			fmt.Fprintf(&h, "rename from %s\nrename to %s\n", diffName("", f.oldPath), diffName("", f.Path))
 		}
 	}
 	sizes := sizeChange(f.OldSize, f.NewSize)

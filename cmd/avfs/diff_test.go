@@ -37,6 +37,9 @@ func TestDiffVersions(t *testing.T) {
 	a.write("1\n2\n3\n4\n5\nsix\n7\n8\n9\n10\n", "/counts.txt")
 	a.write("bye\n", "/gone.txt")
 	a.ok("rm", "/gone.txt")
+	a.write("moved\n", "/was.txt")
+	a.ok("mv", "/was.txt", "/now.txt")
+	a.write("moved, then changed\n", "/now.txt")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -59,6 +62,8 @@ func TestDiffVersions(t *testing.T) {
 			"diff --git a/counts.txt b/counts.txt\n--- a/counts.txt\n+++ b/counts.txt\n@@ -5,3 +5,3 @@\n 5\n-6\n+six\n 7\n"},
 		{"--unified=0", []string{"--unified=0", "/counts.txt"},
 			"diff --git a/counts.txt b/counts.txt\n--- a/counts.txt\n+++ b/counts.txt\n@@ -6 +6 @@\n-6\n+six\n"},
+		{"a version recorded under another path", []string{"/now.txt", "--from", "1"},
+			"diff --git a/was.txt b/now.txt\nrename from was.txt\nrename to now.txt\n--- a/was.txt\n+++ b/now.txt\n@@ -1 +1 @@\n-moved\n+moved, then changed\n"},
 		{"a deleted file", []string{"/gone.txt"},
 			"diff --git a/gone.txt b/gone.txt\ndeleted file mode 100644\n--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n"},
 	} {
@@ -76,6 +81,7 @@ func TestDiffVersions(t *testing.T) {
 		{[]string{"/notes.txt", "--from", "9"}, 1, "version_not_found"},
 		{[]string{"/notes.txt", "--to", "9"}, 1, "version_not_found"},
 		{[]string{"/nothing.txt"}, 1, "not_found"},
+		{[]string{"/"}, 1, "version_not_found"}, // a directory has no versions
 		{[]string{"/notes.txt", "--from", "0"}, 2, "usage"},
 		{[]string{"/notes.txt", "--to", "x"}, 2, "usage"},
 		{[]string{"/notes.txt", "-U", "-1"}, 2, "usage"},
