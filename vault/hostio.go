@@ -79,6 +79,7 @@ func (v *Vault) ImportWith(ctx context.Context, hostPath, vaultPath string, opt 
 		return res, wire.Errorf(wire.CodeHostIO, "import %s: %w", hostPath, err).With("host_path", hostPath)
 	}
 	defer unix.Close(pfd)
+	var final Work // for opt.Progress
 	err = v.update(ctx, "import "+hostPath, func(t *txn) error {
 		fi, err := lstatAt(pfd, name)
 		if err != nil {
@@ -92,10 +93,13 @@ func (v *Vault) ImportWith(ctx context.Context, hostPath, vaultPath string, opt 
 		if err := im.entry(pfd, name, root, vaultPath, fi); err != nil {
 			return err
 		}
-		opt.Progress.report(im.done, im.done)
+		final = im.done
 		t.audit("import", vaultPath, map[string]any{"host_path": root, "files": res.Files, "dirs": res.Dirs, "symlinks": res.Symlinks, "bytes": res.Bytes})
 		return nil
 	})
+	if err == nil {
+		opt.Progress.report(final, final) // committed
+	}
 	return res, err
 }
 
