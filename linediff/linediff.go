@@ -9,8 +9,11 @@
 // and very different: once a search has gone about √(N+M) edits deep (at
 // least 256, git's floor; GNU diff's is 4096) it settles for the furthest
 // point reached, so the script may then be longer than the shortest, never
-// wrong, and the time stays near O((N+M)^1.5). Of equal scripts it picks
-// GNU diff's: each run of changes slid where diff -u has it (see shift).
+// wrong, and the time stays near O((N+M)^1.5). Lines found in one text
+// only are changes whatever the script and are set aside first, so a text
+// edited throughout costs what its lines in common cost. Of equal scripts
+// it picks GNU diff's: each run of changes slid where diff -u has it (see
+// shift).
 // Lines are compared whole, the newline included, so a last line without
 // a newline differs from the same line with one.
 //
@@ -97,18 +100,58 @@ func Compare(a, b []string) (ca, cb []bool) {
 		}
 		return out
 	}
-	d := &differ{a: intern(a), b: intern(b), ca: make([]bool, len(a)), cb: make([]bool, len(b))}
-	n := len(a) + len(b) + 3
-	d.fd, d.bd, d.off = make([]int, n), make([]int, n), len(b)+1
+	ia, ib := intern(a), intern(b)
+	// A line found nowhere in the other text is a change whatever the
+	// script: compare the others only (as GNU diff's discard_confusing_lines
+	// does, its first part). A text edited throughout then costs what its
+	// lines in common cost, not the square of its edits.
+	inA, inB := make([]bool, len(ids)), make([]bool, len(ids))
+	for _, id := range ia {
+		inA[id] = true
+	}
+	for _, id := range ib {
+		inB[id] = true
+	}
+	ka, ma := kept(ia, inB)
+	kb, mb := kept(ib, inA)
+	d := &differ{a: ka, b: kb, ca: make([]bool, len(ka)), cb: make([]bool, len(kb))}
+	n := len(ka) + len(kb) + 3
+	d.fd, d.bd, d.off = make([]int, n), make([]int, n), len(kb)+1
 	d.tooExpensive = 1
 	for diags := n; diags != 0; diags >>= 2 {
 		d.tooExpensive <<= 1
 	}
 	d.tooExpensive = max(d.tooExpensive, 256)
-	d.compare(0, len(a), 0, len(b))
-	shift(d.a, d.ca, d.cb)
-	shift(d.b, d.cb, d.ca)
-	return d.ca, d.cb
+	d.compare(0, len(ka), 0, len(kb))
+	ca, cb = marks(len(a), ma, d.ca), marks(len(b), mb, d.cb)
+	shift(ia, ca, cb)
+	shift(ib, cb, ca)
+	return ca, cb
+}
+
+// kept returns the ids of the lines whose id is in other, and their
+// indexes in ids.
+func kept(ids []int32, other []bool) ([]int32, []int) {
+	out, at := make([]int32, 0, len(ids)), make([]int, 0, len(ids))
+	for i, id := range ids {
+		if other[id] {
+			out, at = append(out, id), append(at, i)
+		}
+	}
+	return out, at
+}
+
+// marks is the change marks of a text of n lines: every line but those at
+// (the lines compared), which take the marks of the comparison, changed.
+func marks(n int, at []int, changed []bool) []bool {
+	out := make([]bool, n)
+	for i := range out {
+		out[i] = true
+	}
+	for k, i := range at {
+		out[i] = changed[k]
+	}
+	return out
 }
 
 // shift slides each run of changed lines of one text (changed, its lines
