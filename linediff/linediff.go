@@ -389,7 +389,7 @@ func hunks(a, b []string, ca, cb []bool, context int) []Hunk {
 		op   Op
 		x, y int // the line's index in a (Delete, Equal) and b (Insert, Equal); else the next line's
 	}
-	var script []edit
+	script := make([]edit, 0, max(len(a), len(b)))
 	changes := 0
 	for x, y := 0, 0; x < len(a) || y < len(b); {
 		switch {
