@@ -127,6 +127,11 @@ type Request struct {
 	// AllowWritableTrust runs a command without a sandbox even though it
 	// could rewrite what avfs trusts (--allow-writable-trust).
 	AllowWritableTrust bool
+	// Progress, when set, is told how far the copy of a materialised
+	// vault has got (vault.ExportOptions.Progress: entries and bytes),
+	// before the command starts; a FUSE mount copies nothing and does
+	// not call it. It is called on the goroutine of Exec.
+	Progress vault.ProgressFunc
 }
 
 // DefaultMaxChanges is how many changes an envelope lists unless asked
@@ -1160,7 +1165,7 @@ func (r *Runner) presentAs(ctx context.Context, v *vault.Vault, name string, req
 			}
 			ws.locked = true
 		}
-		if _, err := v.Export(ctx, "/", ws.dir, ws.kept != 0 || ws.made); err != nil {
+		if _, err := v.ExportWith(ctx, "/", ws.dir, vault.ExportOptions{Force: ws.kept != 0 || ws.made, Progress: req.Progress}); err != nil {
 			ws.unlock(v)
 			ws.removeCopy()
 			ws.run.Remove()

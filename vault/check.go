@@ -272,13 +272,31 @@ func planGC(ctx context.Context, q querier, ignorePins []string, ignoreMarks boo
 // marks of runs that were killed go too (a run under way keeps its own);
 // no checkpoint is deleted. What it frees is what planGC selects, in the
 // transaction that frees it.
-func (v *Vault) GC(ctx context.Context) (GCResult, error) {
+func (v *Vault) GC(ctx context.Context) (GCResult, error) { return v.GCWith(ctx, GCOptions{}) }
+
+// GCOptions says how GC reports its work.
+type GCOptions struct {
+	// Progress is told the steps done (items) of gcSteps: releasing dead
+	// forks' pins, freeing rows and chunks, compacting the file, and the
+	// last truncation of the log. The compaction is the long one in a
+	// large vault; no step reports within itself.
+	Progress ProgressFunc
+}
+
+// gcSteps is the number of GC's steps, as GCOptions.Progress counts them.
+const gcSteps = 4
+
+// GCWith is GC, reporting as opt says.
+func (v *Vault) GCWith(ctx context.Context, opt GCOptions) (GCResult, error) {
+	step := func(n int64) { opt.Progress.report(Work{Items: n}, Work{Items: gcSteps}) }
+	step(0)
 	var res GCResult
 	rec, err := v.recoverForks(ctx)
 	res.ForksReleased, res.FilesRemoved = int64(len(rec.Released)), int64(rec.FilesRemoved)
 	if err != nil {
 		return res, fmt.Errorf("gc: %w", err)
 	}
+	step(1)
 	before, _ := v.Info(ctx)
 	res.FileBefore = before.FileSize
 	err = v.update(ctx, "gc", func(t *txn) error {
@@ -313,15 +331,18 @@ func (v *Vault) GC(ctx context.Context) (GCResult, error) {
 	if err != nil {
 		return res, err
 	}
+	step(2)
 	if _, err := v.db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
 		return res, storageErr("gc", err)
 	}
 	if _, err := v.db.ExecContext(ctx, "VACUUM"); err != nil && !wire.HasCode(storageErr("gc", err), wire.CodeVaultBusy) {
 		return res, storageErr("gc", err)
 	}
+	step(3)
 	_, _ = v.db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)") // VACUUM wrote the whole file into the WAL
 	after, _ := v.Info(ctx)
 	res.FileAfter = after.FileSize
+	step(gcSteps)
 	return res, nil
 }
 

@@ -195,7 +195,22 @@ type RestoreResult struct {
 // grows with the changes since the checkpoint, not the vault's size. Later
 // checkpoints stay restorable.
 func (v *Vault) RestoreCheckpoint(ctx context.Context, ref string) (RestoreResult, error) {
+	return v.RestoreCheckpointWith(ctx, ref, RestoreOptions{})
+}
+
+// RestoreOptions says how RestoreCheckpoint reports its work.
+type RestoreOptions struct {
+	// Progress is told, once the changes are known and the rows
+	// reinstated, the entries changed since the checkpoint whose history
+	// the restore records (items; no bytes: no content is copied),
+	// against their number.
+	Progress ProgressFunc
+}
+
+// RestoreCheckpointWith is RestoreCheckpoint, reporting as opt says.
+func (v *Vault) RestoreCheckpointWith(ctx context.Context, ref string, opt RestoreOptions) (RestoreResult, error) {
 	var res RestoreResult
+	var total Work // for opt.Progress
 	err := v.update(ctx, "restore checkpoint", func(t *txn) error {
 		if err := refuseIfMounted(t, "restore"); err != nil {
 			return err
@@ -234,7 +249,12 @@ func (v *Vault) RestoreCheckpoint(ctx context.Context, ref string) (RestoreResul
 		}
 		t.st.files, t.st.bytes = cp.Files, cp.Bytes
 		t.pathsChanged() // entries came back or went: directory paths may differ
-		for _, ino := range affected {
+		total = Work{Items: int64(len(affected))}
+		opt.Progress.report(Work{}, total)
+		for i, ino := range affected {
+			if i > 0 {
+				opt.Progress.report(Work{Items: int64(i)}, total)
+			}
 			in, err := getInode(ctx, t.tx, ino.ino)
 			switch {
 			case err == nil:
@@ -255,6 +275,9 @@ func (v *Vault) RestoreCheckpoint(ctx context.Context, ref string) (RestoreResul
 		t.audit("checkpoint.restore", "/", map[string]any{"id": cp.ID, "name": cp.Name, "changes": len(changes)})
 		return nil
 	})
+	if err == nil {
+		opt.Progress.report(total, total)
+	}
 	return res, err
 }
 

@@ -133,9 +133,28 @@ func joinName(dir, name string) string {
 // at gb. It reads only rows that changed between them (and the subtrees of
 // directories added, removed or moved).
 func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
+	rows, err := diffRows(ctx, q, ga, gb)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Change, len(rows))
+	for i, r := range rows {
+		out[i] = r.Change
+	}
+	return out, nil
+}
+
+// changeRows is a change with the inode rows on each side (nil: none).
+type changeRows struct {
+	Change
+	a, b *inode
+}
+
+// diffRows is diffGens with the rows of each change.
+func diffRows(ctx context.Context, q querier, ga, gb int64) ([]changeRows, error) {
 	lo, hi := min(ga, gb), max(ga, gb)
 	if lo == hi {
-		return []Change{}, nil
+		return []changeRows{}, nil
 	}
 	before := map[string]int64{} // path -> ino at ga
 	after := map[string]int64{}  // path -> ino at gb
@@ -287,7 +306,7 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 	for p := range after {
 		paths[p] = true
 	}
-	out := []Change{}
+	out := []changeRows{}
 	for p := range paths {
 		var a, b *inode
 		if ino, ok := before[p]; ok {
@@ -303,16 +322,16 @@ func diffGens(ctx context.Context, q querier, ga, gb int64) ([]Change, error) {
 		switch {
 		case a == nil && b == nil:
 		case a == nil:
-			out = append(out, changeOf(p, "added", nil, b))
+			out = append(out, changeRows{changeOf(p, "added", nil, b), nil, b})
 		case b == nil:
-			out = append(out, changeOf(p, "deleted", a, nil))
+			out = append(out, changeRows{changeOf(p, "deleted", a, nil), a, nil})
 		case a.kind != b.kind:
 			// Another kind of entry under the same name (a directory
 			// replaced by a file, say): the one went, the other came.
-			out = append(out, changeOf(p, "deleted", a, nil), changeOf(p, "added", nil, b))
+			out = append(out, changeRows{changeOf(p, "deleted", a, nil), a, nil}, changeRows{changeOf(p, "added", nil, b), nil, b})
 		case unchanged(a, b):
 		default:
-			out = append(out, changeOf(p, "modified", a, b))
+			out = append(out, changeRows{changeOf(p, "modified", a, b), a, b})
 		}
 	}
 	// By path; for a path whose kind changed, the deletion first.

@@ -333,6 +333,19 @@ func (v *Vault) parentVault(ctx context.Context) (*Vault, error) {
 // Detach makes the fork name stand alone: it copies every chunk it borrows
 // from its ancestors into its own file and releases the parent's pin.
 func (s *Store) Detach(ctx context.Context, name string) error {
+	return s.DetachWith(ctx, name, DetachOptions{})
+}
+
+// DetachOptions says how Detach reports its work.
+type DetachOptions struct {
+	// Progress is told the chunks the fork refers to that were looked at
+	// (items) and the bytes of those copied from its ancestors, against
+	// the number of chunks (the bytes to copy are not known before).
+	Progress ProgressFunc
+}
+
+// DetachWith is Detach, reporting as opt says.
+func (s *Store) DetachWith(ctx context.Context, name string, opt DetachOptions) error {
 	v, err := s.Open(ctx, name)
 	if err != nil {
 		return err
@@ -348,13 +361,21 @@ func (s *Store) Detach(ctx context.Context, name string) error {
 	if _, err := v.parentVault(ctx); err != nil {
 		return fmt.Errorf("detach vault %q: %w", name, err)
 	}
+	var final Work // for opt.Progress
 	err = v.update(ctx, "detach vault", func(t *txn) error {
 		hashes, err := referencedHashes(ctx, t.tx)
 		if err != nil {
 			return err
 		}
 		copied := 0
+		var done Work
+		total := Work{Items: int64(len(hashes))}
+		opt.Progress.report(done, total)
 		for h := range hashes {
+			if done.Items > 0 {
+				opt.Progress.report(done, total)
+			}
+			done.Items++
 			var one int
 			err := t.tx.QueryRowContext(ctx, "SELECT 1 FROM chunks WHERE hash = ?", []byte(h)).Scan(&one)
 			if err == nil {
@@ -372,7 +393,9 @@ func (s *Store) Detach(ctx context.Context, name string) error {
 			}
 			t.st.chunkBytes += int64(len(data))
 			copied++
+			done.Bytes += int64(len(data))
 		}
+		final = done
 		t.st.parentName, t.st.parentUUID, t.st.parentGen, t.st.forkedNS = "", "", 0, 0
 		t.audit("vault.detach", "/", map[string]any{"parent": parentName, "chunks_copied": copied})
 		return nil
@@ -389,6 +412,7 @@ func (s *Store) Detach(ctx context.Context, name string) error {
 	if err := s.unregisterFork(ctx, parentName, uuid); err != nil && !wire.HasCode(err, wire.CodeVaultNotFound) {
 		return fmt.Errorf("detach vault %q: %w", name, err)
 	}
+	opt.Progress.report(final, final)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,6 +42,22 @@ type TransferResult struct {
 // host_io rather than be read. A symlink is imported as a symlink,
 // whatever it points to.
 func (v *Vault) Import(ctx context.Context, hostPath, vaultPath string) (TransferResult, error) {
+	return v.ImportWith(ctx, hostPath, vaultPath, ImportOptions{})
+}
+
+// ImportOptions says how Import reports its work.
+type ImportOptions struct {
+	// Progress is told the entries imported (every name: files,
+	// directories, symlinks, special files) and the bytes of the regular
+	// files, against totals that a walk of the host tree counts first
+	// (an lstat of every entry, which costs what the walk costs, and only
+	// when Progress is set). A tree that changes meanwhile makes the
+	// totals an estimate; the last call has the counts imported.
+	Progress ProgressFunc
+}
+
+// ImportWith is Import, reporting as opt says.
+func (v *Vault) ImportWith(ctx context.Context, hostPath, vaultPath string, opt ImportOptions) (TransferResult, error) {
 	var res TransferResult
 	vaultPath, err := CleanPath(vaultPath)
 	if err != nil {
@@ -62,18 +79,27 @@ func (v *Vault) Import(ctx context.Context, hostPath, vaultPath string) (Transfe
 		return res, wire.Errorf(wire.CodeHostIO, "import %s: %w", hostPath, err).With("host_path", hostPath)
 	}
 	defer unix.Close(pfd)
+	var final Work // for opt.Progress
 	err = v.update(ctx, "import "+hostPath, func(t *txn) error {
 		fi, err := lstatAt(pfd, name)
 		if err != nil {
 			return wire.Errorf(wire.CodeHostIO, "import %s: %w", hostPath, err).With("host_path", hostPath)
 		}
-		im := importer{v: v, t: t, linked: map[devIno]int64{}, res: &res}
+		im := importer{v: v, t: t, linked: map[devIno]int64{}, res: &res, progress: opt.Progress}
+		if opt.Progress != nil {
+			im.total = hostWork(root)
+			opt.Progress(Work{}, im.total)
+		}
 		if err := im.entry(pfd, name, root, vaultPath, fi); err != nil {
 			return err
 		}
+		final = im.done
 		t.audit("import", vaultPath, map[string]any{"host_path": root, "files": res.Files, "dirs": res.Dirs, "symlinks": res.Symlinks, "bytes": res.Bytes})
 		return nil
 	})
+	if err == nil {
+		opt.Progress.report(final, final) // committed
+	}
 	return res, err
 }
 
@@ -83,6 +109,49 @@ type importer struct {
 	t      *txn
 	linked map[devIno]int64 // host files with several names -> the vault inode made for the first
 	res    *TransferResult
+
+	progress    ProgressFunc // nil: none
+	done, total Work
+}
+
+// advance counts an entry imported, with the bytes of its content.
+func (im *importer) advance(bytes int64) {
+	if im.progress != nil {
+		im.done.Items++
+		im.done.Bytes += bytes
+		im.progress(im.done, Work{Items: max(im.total.Items, im.done.Items), Bytes: max(im.total.Bytes, im.done.Bytes)})
+	}
+}
+
+// hostWork counts the entries of the host tree at root, and the bytes of
+// its regular files (once for a file with several names), without
+// following symlinks. What it cannot read it leaves out.
+func hostWork(root string) Work {
+	var w Work
+	seen := map[devIno]bool{}
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		w.Items++
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+			key := devIno{uint64(st.Dev), st.Ino}
+			if seen[key] {
+				return nil
+			}
+			seen[key] = true
+		}
+		w.Bytes += fi.Size()
+		return nil
+	})
+	return w
 }
 
 // entry imports the host entry name in dirfd (at host path hp, listed as
@@ -123,6 +192,7 @@ func (im *importer) entry(dirfd int, name, hp, vp string, fi hostInfo) error {
 			if target, seen := im.linked[key]; seen {
 				// Another name of a file imported already: a hard link.
 				res.Files++
+				im.advance(0)
 				return v.linkAt(t, vp, target)
 			}
 		}
@@ -169,6 +239,11 @@ func (im *importer) entry(dirfd int, name, hp, vp string, fi hostInfo) error {
 	}
 	if err := t.recordVersionAt(in, vp, "import"); err != nil {
 		return err
+	}
+	if in.kind == KindFile {
+		im.advance(in.size)
+	} else {
+		im.advance(0)
 	}
 	if sub < 0 {
 		return nil
@@ -261,6 +336,11 @@ type ExportOptions struct {
 	// Without it they are dropped: a file written in the vault must not
 	// become a set-id program of whoever exports it.
 	PreserveSetid bool
+	// Progress is told the entries exported (every name: files,
+	// directories, symlinks, special files) and the bytes of the regular
+	// files, against totals counted by a walk of the tree's metadata
+	// first, in the same read transaction (only when Progress is set).
+	Progress ProgressFunc
 }
 
 // Export copies the vault file or tree at vaultPath to hostPath, as
@@ -314,6 +394,7 @@ func (v *Vault) ExportWith(ctx context.Context, vaultPath, hostPath string, opt 
 		id  devIno
 	}
 	linked := map[uint64]first{} // inode of a file with several names -> its first host name
+	var done tally               // for opt.Progress
 	err = v.view(ctx, "export "+vaultPath, func(q querier, _ state) error {
 		ino, err := v.resolve(ctx, q, vaultPath, false)
 		if err != nil {
@@ -326,7 +407,14 @@ func (v *Vault) ExportWith(ctx context.Context, vaultPath, hostPath string, opt 
 		if d, err = openDest(abs, top.kind == KindDir, opt.Force); err != nil {
 			return err
 		}
-		return walkTree(ctx, q, entryOf(vaultPath, top), func(e Entry) error {
+		var total Work
+		if opt.Progress != nil {
+			if total, err = treeWork(ctx, q, entryOf(vaultPath, top)); err != nil {
+				return err
+			}
+			opt.Progress(Work{}, total)
+		}
+		return walkTree(ctx, q, entryOf(vaultPath, top), reporting(opt.Progress, total, &done, func(e Entry) error {
 			rel := d.top
 			if d.top == "" {
 				rel = strings.TrimPrefix(e.Path[len(vaultPath):], "/")
@@ -434,7 +522,7 @@ func (v *Vault) ExportWith(ctx context.Context, vaultPath, hostPath string, opt 
 			res.Files++
 			res.Bytes += n
 			return nil
-		})
+		}))
 	})
 	if d == nil {
 		return res, err
@@ -447,6 +535,9 @@ func (v *Vault) ExportWith(ctx context.Context, vaultPath, hostPath string, opt 
 			break
 		}
 		err = d.finishDir(dirs[i].rel, dirs[i].mode, dirs[i].atime, dirs[i].mtime)
+	}
+	if err == nil {
+		opt.Progress.report(done.Work, done.Work)
 	}
 	return res, err
 }

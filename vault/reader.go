@@ -1,6 +1,7 @@
 package vault
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -122,18 +123,9 @@ func (v *Vault) OpenVersion(ctx context.Context, path string, n int64) (*FileRea
 // once, so the usual 16 MB cache would only fill up. The connection gets
 // its map and cache back when the reader closes.
 func (v *Vault) openReader(ctx context.Context, op, path string, ver int64, pick func(q querier) (*inode, []byte, error)) (*FileReader, error) {
-	conn, err := v.rdb.Conn(ctx)
+	conn, tx, err := v.beginStream(ctx, op)
 	if err != nil {
-		return nil, storageErr(op, err)
-	}
-	if _, err := conn.ExecContext(ctx, "PRAGMA mmap_size = 0; PRAGMA cache_size = -2048"); err != nil {
-		discardConn(conn)
-		return nil, storageErr(op, err)
-	}
-	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		releaseConn(conn)
-		return nil, storageErr(op, err)
+		return nil, err
 	}
 	q := cq{tx: tx, c: v.rs}
 	in, lit, err := pick(q)
@@ -147,6 +139,26 @@ func (v *Vault) openReader(ctx context.Context, op, path string, ver int64, pick
 		r.release() // literal content: nothing more to read from the vault
 	}
 	return r, nil
+}
+
+// beginStream begins a read transaction on a connection of the read pool
+// set for streaming content (no memory map, a 2 MiB page cache; see
+// openReader). The caller ends it with tx.Rollback and releaseConn(conn).
+func (v *Vault) beginStream(ctx context.Context, op string) (*sql.Conn, *sql.Tx, error) {
+	conn, err := v.rdb.Conn(ctx)
+	if err != nil {
+		return nil, nil, storageErr(op, err)
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA mmap_size = 0; PRAGMA cache_size = -2048"); err != nil {
+		discardConn(conn)
+		return nil, nil, storageErr(op, err)
+	}
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		releaseConn(conn)
+		return nil, nil, storageErr(op, err)
+	}
+	return conn, tx, nil
 }
 
 // releaseConn gives conn its memory map and page cache back and returns it to the pool,
@@ -183,6 +195,22 @@ func (r *FileReader) Size() int64 {
 		return int64(len(r.lit))
 	}
 	return r.in.size
+}
+
+// SameContent reports whether r and o hold the same bytes as far as their
+// content maps tell, without reading any: both the same literal (a
+// symlink's target), or both the same size made of the same chunks. false
+// proves nothing (equal bytes may be stored as different chunk maps: zeros
+// written over a hole, a short chunk at the end); compare the bytes to
+// know. It never fails and costs no query.
+func (r *FileReader) SameContent(o *FileReader) bool {
+	switch {
+	case r.in == nil && o.in == nil:
+		return string(r.lit) == string(o.lit)
+	case r.in == nil || o.in == nil:
+		return false
+	}
+	return r.in.size == o.in.size && bytes.Equal(r.in.chunks, o.in.chunks)
 }
 
 // batch is the most content one fetch asks for.

@@ -12,6 +12,7 @@ func commands(e *env) []*cli.Command {
 	}
 	cmds = append(cmds, filesCommands(e)...)
 	cmds = append(cmds, historyCommands(e)...)
+	cmds = append(cmds, diffCommand(e))
 	cmds = append(cmds, gcCommand(e), quotaCommand(e), retentionCommand(e), auditCommand(e), cacheCommand(e))
 	cmds = append(cmds, mountCommand(e), unmountCommand(e))
 	cmds = append(cmds, proxyCommand(e), approvalCommand(e))

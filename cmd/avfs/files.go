@@ -446,7 +446,10 @@ func filesCommands(e *env) []*cli.Command {
 					return err
 				}
 				return e.withVault(c, func(v *vault.Vault) error {
-					res, err := v.Import(c.Context, a[0], a[1])
+					p := e.progress("import", "files")
+					defer p.finish()
+					res, err := v.ImportWith(c.Context, a[0], a[1], vault.ImportOptions{Progress: p.report()})
+					p.finish()
 					if err != nil {
 						return err
 					}
@@ -478,7 +481,10 @@ func filesCommands(e *env) []*cli.Command {
 					return err
 				}
 				return e.withVault(c, func(v *vault.Vault) error {
-					res, err := v.ExportWith(c.Context, a[0], a[1], vault.ExportOptions{Force: c.Bool("force"), PreserveSetid: c.Bool("preserve-setid")})
+					p := e.progress("export", "files")
+					defer p.finish()
+					res, err := v.ExportWith(c.Context, a[0], a[1], vault.ExportOptions{Force: c.Bool("force"), PreserveSetid: c.Bool("preserve-setid"), Progress: p.report()})
+					p.finish()
 					if err != nil {
 						return err
 					}

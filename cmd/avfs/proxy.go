@@ -137,7 +137,10 @@ func proxyExecCommand(e *env) *cli.Command {
 					// Past the command line, every failure is an envelope.
 					env, status = runner.Failed(req, start, err)
 				} else {
+					p := e.progress("materialise", "files")
+					req.Progress = p.report()
 					env, status = r.Exec(c.Context, req)
+					p.finish()
 				}
 			}
 			return e.printRun(c, env, status)

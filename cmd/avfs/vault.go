@@ -214,7 +214,11 @@ func vaultCommand(e *env) *cli.Command {
 					if err != nil {
 						return err
 					}
-					if err := s.Detach(c.Context, a[0]); err != nil {
+					p := e.progress("detach", "chunks")
+					defer p.finish()
+					err = s.DetachWith(c.Context, a[0], vault.DetachOptions{Progress: p.report()})
+					p.finish()
+					if err != nil {
 						return err
 					}
 					return e.withNamed(c, a[0], func(v *vault.Vault) error {
@@ -287,7 +291,7 @@ func gcCommand(e *env) *cli.Command {
 			}
 			name := e.vaultName()
 			return e.withNamed(c, name, func(v *vault.Vault) error {
-				res, err := runGC(c, v)
+				res, err := runGC(c, v, e.progress("gc", "steps"))
 				if err != nil {
 					return err
 				}
@@ -306,12 +310,13 @@ func gcCommand(e *env) *cli.Command {
 	}
 }
 
-// runGC runs gc, or with --dry-run its dry run.
-func runGC(c *cli.Context, v *vault.Vault) (vault.GCResult, error) {
+// runGC runs gc, or with --dry-run its dry run, drawing p's progress.
+func runGC(c *cli.Context, v *vault.Vault, p *progressLine) (vault.GCResult, error) {
 	if c.Bool("dry-run") {
 		return v.GCDryRun(c.Context)
 	}
-	return v.GC(c.Context)
+	defer p.finish()
+	return v.GCWith(c.Context, vault.GCOptions{Progress: p.report()})
 }
 
 // unreadableWhy says in a few words why a vault list entry could not be

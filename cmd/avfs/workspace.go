@@ -528,7 +528,9 @@ func (e *env) restore(ctx context.Context, name, ref string) (vault.RestoreResul
 		return vault.RestoreResult{}, err
 	}
 	defer v.Close()
-	res, err := v.RestoreCheckpoint(ctx, ref)
+	p := e.progress("restore", "files")
+	defer p.finish()
+	res, err := v.RestoreCheckpointWith(ctx, ref, vault.RestoreOptions{Progress: p.report()})
 	if res.Changes == nil {
 		res.Changes = []vault.Change{}
 	}
