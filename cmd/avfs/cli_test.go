@@ -32,6 +32,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+		os.Chmod(tmp, 0o755) // TestSandboxUnprivileged runs it as another user
 		avfsBin = filepath.Join(tmp, "avfs")
 		out, err := exec.Command("go", "build", "-o", avfsBin, ".").CombinedOutput()
 		if err != nil {
