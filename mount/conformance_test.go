@@ -351,3 +351,86 @@ func TestConformanceFallocate(t *testing.T) {
 	}
 	s.mustCheck()
 }
+
+// Every change moves the times pjdfstest checks, as on a local disk: a
+// node's ctime on chmod, chown, truncate, link, unlink of another name and
+// rename; its mtime on truncate; a directory's mtime and ctime when its
+// entries change. The clock's nanoseconds separate the stats, so no sleep.
+func TestConformanceChangeTimes(t *testing.T) {
+	s := serve(t, false)
+	stat := func(p string) unix.Stat_t {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	after := func(a, b unix.Timespec) bool { return b.Nano() > a.Nano() }
+	for _, c := range []struct {
+		name      string
+		op        func(f, d string) error
+		file      string // the node whose times are checked, "" for none
+		mtime     bool   // the node's mtime moves too
+		dirs      []string
+		unchanged bool // the node's ctime stays
+	}{
+		{"chmod", func(f, _ string) error { return unix.Chmod(f, 0o600) }, "f", false, nil, false},
+		{"chown", func(f, _ string) error { return unix.Chown(f, otherUID, otherUID) }, "f", false, nil, false},
+		{"truncate", func(f, _ string) error { return unix.Truncate(f, 1) }, "f", true, nil, false},
+		{"link", func(f, d string) error { return unix.Link(f, filepath.Join(d, "l")) }, "f", false, []string{"d"}, false},
+		{"unlink another name", func(f, d string) error {
+			if err := unix.Link(f, filepath.Join(d, "l")); err != nil {
+				return err
+			}
+			return unix.Unlink(filepath.Join(d, "l"))
+		}, "f", false, []string{"d"}, false},
+		{"rename", func(f, d string) error { return unix.Rename(f, filepath.Join(d, "g")) }, "d/g", false, []string{".", "d"}, false},
+		{"mkfifo", func(_, d string) error { return unix.Mkfifo(filepath.Join(d, "p"), 0o600) }, "", false, []string{"d"}, false},
+		{"rmdir", func(_, d string) error { return unix.Rmdir(filepath.Join(d, "e")) }, "", false, []string{"d"}, false},
+		{"utimensat omitting both", func(f, _ string) error {
+			return unix.UtimesNanoAt(unix.AT_FDCWD, f, []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}, 0)
+		}, "f", false, nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			base := filepath.Join(s.dir, strings.ReplaceAll(c.name, " ", "_"))
+			f, d := filepath.Join(base, "f"), filepath.Join(base, "d")
+			if err := os.MkdirAll(filepath.Join(d, "e"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			mustWrite(t, f, "data", 0o644)
+			node := f
+			if c.file != "" && c.file != "f" {
+				node = filepath.Join(base, c.file)
+			}
+			before := stat(f)
+			dirsBefore := map[string]unix.Stat_t{}
+			for _, dir := range c.dirs {
+				dirsBefore[dir] = stat(filepath.Join(base, dir))
+			}
+			if err := c.op(f, d); err != nil {
+				t.Fatal(err)
+			}
+			if c.file != "" {
+				st := stat(node)
+				if moved := after(before.Ctim, st.Ctim); moved == c.unchanged {
+					t.Errorf("ctime %d → %d (want moved: %v)", before.Ctim.Nano(), st.Ctim.Nano(), !c.unchanged)
+				}
+				if c.mtime && !after(before.Mtim, st.Mtim) {
+					t.Errorf("mtime did not move: %d → %d", before.Mtim.Nano(), st.Mtim.Nano())
+				}
+				if !c.mtime && st.Mtim != before.Mtim {
+					t.Errorf("mtime moved: %d → %d", before.Mtim.Nano(), st.Mtim.Nano())
+				}
+			}
+			for _, dir := range c.dirs {
+				b, a := dirsBefore[dir], stat(filepath.Join(base, dir))
+				if !after(b.Ctim, a.Ctim) || !after(b.Mtim, a.Mtim) {
+					t.Errorf("directory %s: ctime %d → %d, mtime %d → %d", dir, b.Ctim.Nano(), a.Ctim.Nano(), b.Mtim.Nano(), a.Mtim.Nano())
+				}
+			}
+		})
+	}
+	s.stop()
+	s.mustCheck()
+}
