@@ -25,6 +25,11 @@ func sqliteFloor(ctx context.Context, dir string, n int) (time.Duration, error) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
 	}
+	dir, err := os.MkdirTemp(dir, "floor-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
 	// Opening a vault registers the avfs-wal VFS.
 	v, err := vault.NewStore(filepath.Join(dir, "home"), vault.Options{Actor: "bench"}).Create(ctx, "floor")
 	if err != nil {
@@ -32,11 +37,6 @@ func sqliteFloor(ctx context.Context, dir string, n int) (time.Duration, error) 
 	}
 	v.Close()
 	path := filepath.Join(dir, "floor.db")
-	defer func() {
-		for _, s := range []string{"", "-wal", "-shm"} {
-			os.Remove(path + s)
-		}
-	}()
 	data := make([]byte, n)
 	if _, err := rand.Read(data); err != nil {
 		return 0, err
