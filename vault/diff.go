@@ -30,22 +30,33 @@ type Change struct {
 func (v *Vault) Diff(ctx context.Context, from, to string) ([]Change, error) {
 	var out []Change
 	err := v.view(ctx, "diff checkpoints", func(q querier, st state) error {
-		a, err := findCheckpoint(ctx, q, from)
+		ga, gb, err := checkpointSpan(ctx, q, st, from, to)
 		if err != nil {
 			return err
 		}
-		gb := st.gen
-		if to != "" {
-			b, err := findCheckpoint(ctx, q, to)
-			if err != nil {
-				return err
-			}
-			gb = b.Generation
-		}
-		out, err = diffGens(ctx, q, a.Generation, gb)
+		out, err = diffGens(ctx, q, ga, gb)
 		return err
 	})
 	return out, err
+}
+
+// checkpointSpan returns the generations of checkpoint from and of
+// checkpoint to, read in q (st: its state); an empty to is the current
+// state. It fails with checkpoint_not_found like findCheckpoint.
+func checkpointSpan(ctx context.Context, q querier, st state, from, to string) (ga, gb int64, err error) {
+	a, err := findCheckpoint(ctx, q, from)
+	if err != nil {
+		return 0, 0, err
+	}
+	gb = st.gen
+	if to != "" {
+		b, err := findCheckpoint(ctx, q, to)
+		if err != nil {
+			return 0, 0, err
+		}
+		gb = b.Generation
+	}
+	return a.Generation, gb, nil
 }
 
 // pathResolver finds the paths of inodes over one span of generations:

@@ -56,19 +56,11 @@ func (v *Vault) DiffContent(ctx context.Context, from, to, under string, fn func
 		if err != nil {
 			return err
 		}
-		a, err := findCheckpoint(ctx, q, from)
+		ga, gb, err := checkpointSpan(ctx, q, st, from, to)
 		if err != nil {
 			return err
 		}
-		gb := st.gen
-		if to != "" {
-			b, err := findCheckpoint(ctx, q, to)
-			if err != nil {
-				return err
-			}
-			gb = b.Generation
-		}
-		rows, err = diffRows(ctx, q, a.Generation, gb)
+		rows, err = diffRows(ctx, q, ga, gb)
 		return err
 	}()
 	if err != nil {
