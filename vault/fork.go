@@ -211,7 +211,9 @@ func prepareFork(ctx context.Context, tmp string) *forkBuild {
 	if b.conn, b.err = b.db.Conn(ctx); b.err != nil {
 		return b
 	}
-	b.err = b.exec(ctx, "PRAGMA cache_size = 64; BEGIN; "+schemaSQL+indexSQL+fmt.Sprintf("PRAGMA user_version = %d; COMMIT", schemaVersion))
+	// auto_vacuum before the first table: a fork can give freed pages back
+	// like any vault (see compactIfSparse).
+	b.err = b.exec(ctx, "PRAGMA auto_vacuum = INCREMENTAL; PRAGMA cache_size = 64; BEGIN; "+schemaSQL+indexSQL+fmt.Sprintf("PRAGMA user_version = %d; COMMIT", schemaVersion))
 	return b
 }
 
@@ -257,9 +259,11 @@ func (b *forkBuild) fill(ctx context.Context, parent *Vault, dst, uuid string, p
 		sql  string
 		args []any
 	}{
-		{`INSERT INTO main.state (id, uuid, name, created_ns, gen, next_ino, files, bytes, max_bytes, max_files, max_file_bytes, parent_name, parent_uuid, parent_gen, forked_ns)
-			VALUES (1, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			[]any{uuid, dst, now, pst.nextIno, pst.files, pst.bytes, pst.maxBytes, pst.maxFiles, pst.maxFileBytes, pst.name, pst.uuid, g, now}},
+		{`INSERT INTO main.state (id, uuid, name, created_ns, gen, next_ino, files, bytes, max_bytes, max_files, max_file_bytes, parent_name, parent_uuid, parent_gen, forked_ns,
+				keep_versions, keep_age_s, history_pct, history_min_mb)
+			VALUES (1, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			[]any{uuid, dst, now, pst.nextIno, pst.files, pst.bytes, pst.maxBytes, pst.maxFiles, pst.maxFileBytes, pst.name, pst.uuid, g, now,
+				pst.retention.Versions, pst.retention.MaxAgeS, pst.retention.HistoryPct, pst.retention.HistoryMinMB}},
 		{`INSERT INTO main.inodes (` + inodeCols + `)
 			SELECT ino, 1, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks, xattrs FROM src.inodes
 			WHERE gen_from <= ? AND gen_to > ? ORDER BY ino`, []any{g, g}},

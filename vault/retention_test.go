@@ -372,3 +372,26 @@ func TestGCConvertsToIncrementalVacuum(t *testing.T) {
 		t.Fatalf("auto_vacuum %d after gc, want 2", av)
 	}
 }
+
+// TestForkKeepsRetention: a fork starts with its parent's retention
+// settings, and can give freed pages back like any vault.
+func TestForkKeepsRetention(t *testing.T) {
+	ctx := context.Background()
+	s, v := newVault(t)
+	want := Retention{Versions: 4, MaxAgeS: 3600, HistoryPct: 20, HistoryMinMB: 2}
+	setRetention(t, v, want)
+	writeBytes(t, v, "/a", []byte("a"))
+	f, err := s.Fork(ctx, "t", "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.RetentionStatus(ctx)
+	if err != nil || st.Retention != want {
+		t.Fatalf("the fork's retention %+v %v, want %+v", st.Retention, err, want)
+	}
+	if av := autoVacuum(t, f); av != 2 {
+		t.Errorf("the fork has auto_vacuum %d, want 2", av)
+	}
+	mustCheck(t, f)
+}
