@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -423,9 +424,15 @@ func (v *Vault) RetainIfDue(ctx context.Context) (RetainResult, bool, error) {
 			return res, false, err
 		}
 	}
-	_, err := v.compactIfSparse(ctx)
+	_, err := v.compactIfSparse(ctx, runCompactPages)
 	return res, due, err
 }
+
+// runCompactPages bounds what the end of one run gives back (8 MiB of 4
+// KiB pages, some 160 ms of moving pages here), so that a run after a big
+// delete does not wait seconds for it; the next runs, an unmount or gc
+// give back the rest.
+const runCompactPages = 2048
 
 // Free pages are given back to the file system once they are at least
 // compactMinBytes and an eighth of the file.
@@ -433,7 +440,8 @@ const compactMinBytes = 8 << 20
 
 // compactIfSparse shrinks the vault file when its free pages (those that
 // deleted rows and chunks left) are at least compactMinBytes and an eighth
-// of the file, and returns how many pages it gave back.
+// of the file, and returns how many pages it gave back: all of them, or at
+// most limit when limit > 0.
 //
 // SQLite reuses free pages for later writes but never shrinks the file by
 // itself: after a tree was deleted and its history retained away, the file
@@ -444,7 +452,7 @@ const compactMinBytes = 8 << 20
 // ms per MiB moved here), so it runs when the vault goes quiet (the end of
 // a run, the close of a mount's vault), not after every pass. It changes
 // no row: nothing is audited.
-func (v *Vault) compactIfSparse(ctx context.Context) (int64, error) {
+func (v *Vault) compactIfSparse(ctx context.Context, limit int64) (int64, error) {
 	sparse := func(q querier) (bool, error) {
 		var av, free, pages, size int64
 		for _, p := range []struct {
@@ -471,7 +479,7 @@ func (v *Vault) compactIfSparse(ctx context.Context) (int64, error) {
 			return err
 		}
 		// Each row is one page given back.
-		rows, err := t.tx.QueryContext(ctx, "PRAGMA incremental_vacuum")
+		rows, err := t.tx.QueryContext(ctx, fmt.Sprintf("PRAGMA incremental_vacuum(%d)", max(limit, 0)))
 		if err != nil {
 			return err
 		}

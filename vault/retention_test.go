@@ -344,6 +344,18 @@ func TestCompactAfterRetention(t *testing.T) {
 	if _, err := v.db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
 		t.Fatal(err)
 	}
+	// The end of a run gives back at most runCompactPages.
+	after := fileSize(t, v)
+	if given := before - after; given < runCompactPages*4096-(1<<20) || given > runCompactPages*4096+(1<<20) {
+		t.Errorf("the end of the run gave back %d bytes (%d → %d), want about %d", given, before, after, runCompactPages*4096)
+	}
+	// An unmount (or the next runs) gives back the rest.
+	if _, err := v.compactIfSparse(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatal(err)
+	}
 	if after := fileSize(t, v); after > 8<<20 {
 		t.Errorf("the file is %d bytes after retention and compaction (was %d), want under 8 MiB", after, before)
 	}

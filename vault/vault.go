@@ -455,7 +455,7 @@ func (v *Vault) Close() error {
 		// writes left since the last one, and give back what was freed.
 		ctx := context.Background()
 		_, _ = v.Retain(ctx)
-		_, _ = v.compactIfSparse(ctx)
+		_, _ = v.compactIfSparse(ctx, 0)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
