@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -140,4 +141,25 @@ func lsHumanFlag(args []string) []string {
 		out = append(out, a)
 	}
 	return out
+}
+
+// setKeyValues reads the KEY VALUE pairs given as arguments to a settings
+// command (`quota set max_files 10`, `retention set max_age 7d`) as the
+// flags they name, the underscores as dashes, so that both forms go
+// through the flags' own parsing. keys are the accepted keys, with
+// underscores; what names the command in errors, which are usage errors.
+func setKeyValues(c *cli.Context, what string, keys []string) error {
+	pairs := c.Args().Slice()
+	if len(pairs)%2 != 0 {
+		return usageError("%s: KEY VALUE pairs expected, got %q", what, pairs)
+	}
+	for i := 0; i < len(pairs); i += 2 {
+		if !slices.Contains(keys, strings.ReplaceAll(pairs[i], "-", "_")) {
+			return usageError("%s: unknown setting %q (%s)", what, pairs[i], strings.Join(keys, ", "))
+		}
+		if err := c.Set(strings.ReplaceAll(pairs[i], "_", "-"), pairs[i+1]); err != nil {
+			return usageError("%s: %s: %v", what, pairs[i], err)
+		}
+	}
+	return nil
 }

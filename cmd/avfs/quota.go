@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -75,21 +74,11 @@ func quotaCommand(e *env) *cli.Command {
 					&cli.Int64Flag{Name: "max-file-size-mb", Usage: "size of one file in `MiB`"},
 				},
 				Action: func(c *cli.Context) error {
-					pairs := c.Args().Slice()
-					if len(pairs)%2 != 0 {
-						return usageError("quota set: KEY VALUE pairs expected, got %q", pairs)
+					if err := setKeyValues(c, "quota set", []string{"max_size_mb", "max_files", "max_file_size_mb"}); err != nil {
+						return err
 					}
 					var qc vault.QuotaChange
 					set := false
-					for i := 0; i < len(pairs); i += 2 {
-						flag := strings.ReplaceAll(pairs[i], "_", "-")
-						if flag != "max-size-mb" && flag != "max-files" && flag != "max-file-size-mb" {
-							return usageError("quota set: unknown quota %q (max_size_mb, max_files, max_file_size_mb)", pairs[i])
-						}
-						if err := c.Set(flag, pairs[i+1]); err != nil {
-							return usageError("quota set: %s: %v", pairs[i], err)
-						}
-					}
 					for flag, dst := range map[string]**int64{"max-size-mb": &qc.MaxSizeMB, "max-files": &qc.MaxFiles, "max-file-size-mb": &qc.MaxFileSizeMB} {
 						if c.IsSet(flag) {
 							n := c.Int64(flag)

@@ -53,22 +53,8 @@ var retentionKeys = []string{"versions", "max_age", "history_pct", "history_min_
 // retentionChange reads the settings given to `retention set`.
 func retentionChange(c *cli.Context) (vault.RetentionChange, error) {
 	var rc vault.RetentionChange
-	pairs := c.Args().Slice()
-	if len(pairs)%2 != 0 {
-		return rc, usageError("retention set: KEY VALUE pairs expected, got %q", pairs)
-	}
-	for i := 0; i < len(pairs); i += 2 {
-		flag := strings.ReplaceAll(pairs[i], "_", "-")
-		known := false
-		for _, k := range retentionKeys {
-			known = known || flag == strings.ReplaceAll(k, "_", "-")
-		}
-		if !known {
-			return rc, usageError("retention set: unknown setting %q (%s)", pairs[i], strings.Join(retentionKeys, ", "))
-		}
-		if err := c.Set(flag, pairs[i+1]); err != nil {
-			return rc, usageError("retention set: %s: %v", pairs[i], err)
-		}
+	if err := setKeyValues(c, "retention set", retentionKeys); err != nil {
+		return rc, err
 	}
 	for flag, dst := range map[string]**int64{"versions": &rc.Versions, "history-pct": &rc.HistoryPct, "history-min-mb": &rc.HistoryMinMB} {
 		if c.IsSet(flag) {
