@@ -461,8 +461,11 @@ func (t *txn) persist(in *inode, c FileCommit) error {
 	if !c.Mtime.IsZero() {
 		in.mtime = c.Mtime.UnixNano()
 	}
-	if err := t.releaseStaged(c.Owner, c.Epoch); err != nil {
-		return err
+	if c.Owner != 0 {
+		if err := t.releaseStaged(c.Owner, c.Epoch); err != nil {
+			return err
+		}
+		t.stagedIn = true
 	}
 	return t.saveInode(in)
 }

@@ -81,6 +81,7 @@ func (v *Vault) StageChunks(ctx context.Context, chunks []StagedChunk) error {
 	}
 	pid, host := os.Getpid(), hostname()
 	return v.update(ctx, "stage chunks", func(t *txn) error {
+		t.stageOnly = true
 		for _, c := range chunks {
 			if c.Owner == 0 {
 				return wire.Errorf(wire.CodeInvalidInput, "stage chunks: no owner")
