@@ -357,7 +357,7 @@ func (of *openFile) writeLocked(ctx context.Context, p []byte, off int64) (uint3
 		if cb == nil {
 			cb = &chunkBuf{slot: -1}
 			base := int(min(chunkSize, max(0, of.size-cs)))
-			data = make([]byte, bufLen(max(need, base)))
+			data = newChunkBuf(bufLen(max(need, base)))
 			if err := of.readBase(ctx, data[:base], cs); err != nil {
 				return written(errno(err))
 			}
