@@ -14,8 +14,8 @@ import (
 
 // TestStagedChunks follows one open file through the stager without FUSE:
 // full chunks are staged (the file keeps their hashes, no memory), read
-// back from the vault before any commit, loaded back when written again,
-// and committed by hash at flush, which releases every staged row.
+// back from the vault before any commit, loaded back when written again
+// (and staged again), and committed by hash at flush, which releases every staged row.
 func TestStagedChunks(t *testing.T) {
 	ctx := context.Background()
 	v, err := vault.NewStore(t.TempDir(), vault.Options{Actor: "test"}).Create(ctx, "v")
@@ -68,8 +68,15 @@ func TestStagedChunks(t *testing.T) {
 	if _, en := of.write(ctx, []byte("written again"), int64(at)); en != 0 {
 		t.Fatal(en)
 	}
-	stats("rewritten", (n-1)*chunkSize, 2*chunkSize)
 	readAll("rewritten")
+	// Full again, it is staged again: the old content's row stays until
+	// the commit.
+	of.waitStaged()
+	stats("rewritten", n*chunkSize, chunkSize)
+	if k, _ := v.StagedCount(ctx); k != n+1 {
+		t.Fatalf("staged rows %d after the rewrite, want %d", k, n+1)
+	}
+	readAll("rewritten, staged again")
 	if en := of.flush(ctx); en != 0 {
 		t.Fatal(en)
 	}
