@@ -38,6 +38,10 @@ type BufferStats struct {
 	GrowthBytes     int64 `json:"growth_bytes"`
 	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
 	PeakSpillBytes  int64 `json:"peak_spill_bytes"`
+	// StagedBytes are full chunks stored in the vault ahead of their
+	// file's commit (see stager), held by the files as hashes only.
+	StagedBytes     int64 `json:"staged_bytes"`
+	PeakStagedBytes int64 `json:"peak_staged_bytes"`
 	// SpillLimit is Options.SpillLimit (0: none beyond the free space of
 	// the spill directory, less a margin).
 	SpillLimit int64 `json:"spill_limit"`
@@ -80,6 +84,8 @@ type buffers struct {
 	grant      int64 // spill bytes the last statfs allowed and not used yet
 	peakMem    int64
 	peakSpill  int64
+	staged     int64
+	peakStaged int64
 	refusedQ   int64
 	refusedS   int64
 }
@@ -89,6 +95,7 @@ func (b *buffers) stats() BufferStats {
 	defer b.mu.Unlock()
 	return BufferStats{MemoryBytes: b.mem, SpillBytes: b.spill, GrowthBytes: b.growth,
 		PeakMemoryBytes: b.peakMem, PeakSpillBytes: b.peakSpill, SpillLimit: b.limit,
+		StagedBytes: b.staged, PeakStagedBytes: b.peakStaged,
 		RefusedQuota: b.refusedQ, RefusedSpace: b.refusedS}
 }
 
@@ -134,6 +141,14 @@ func (b *buffers) takeSpill(n int64) syscall.Errno {
 	b.spill += n
 	b.peakSpill = max(b.peakSpill, b.spill)
 	return 0
+}
+
+// addStaged counts n more bytes staged (n < 0: committed or dropped).
+func (b *buffers) addStaged(n int64) {
+	b.mu.Lock()
+	b.staged += n
+	b.peakStaged = max(b.peakStaged, b.staged)
+	b.mu.Unlock()
 }
 
 // dropSpill gives back n bytes of spill file (truncated or closed).

@@ -280,7 +280,7 @@ func TestConformanceFallocate(t *testing.T) {
 		t.Fatal(err)
 	}
 	chunksBefore := rep.Chunks
-	// Written and punched in one commit: the middle chunk, punched whole, is never stored.
+	// Written and punched in one commit: the middle chunk, punched whole, is a hole.
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -294,6 +294,11 @@ func TestConformanceFallocate(t *testing.T) {
 	}
 	clear(data[cs : 2*cs])
 	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The stager may have stored the middle chunk before the punch: gc
+	// frees it, nothing refers to it.
+	if _, err := s.v.GC(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if rep, err = s.v.Check(context.Background()); err != nil || rep.Chunks-chunksBefore != 3 {

@@ -39,13 +39,16 @@ func (s fileState) String() string {
 	return [...]string{"open", "dirty", "persisting", "flushed"}[s]
 }
 
-// chunkBuf is the new content of one chunk, in memory or in the spill file.
+// chunkBuf is the new content of one chunk, in memory, in the spill file,
+// or staged in the vault (see stager).
 type chunkBuf struct {
-	data   []byte // nil when spilled
-	slot   int64  // spill file slot when data is nil
+	data   []byte // nil when spilled or staged
+	slot   int64  // spill file slot when data is nil; -1 when none
+	hash   []byte // the staged chunk's hash when staged (data nil, slot -1, length chunkSize)
 	length int    // bytes of the chunk that are valid
 	seq    uint64 // write sequence of the last change
 	hole   bool   // all zeros, no buffer (data is empty and not counted in memBytes)
+	queued bool   // data is in a stage job (see unshare)
 }
 
 // openFile is the state shared by the open handles of one regular file.
@@ -77,11 +80,25 @@ type openFile struct {
 	// committing is the size a flush under way commits, -1 when none.
 	counted    int64
 	committing int64
+
+	// Staging (see stager): the file's owner of staged rows (0 until it
+	// first stages), its epoch (flush snapshots so far), the highest epoch
+	// that may have rows (-1: none), stage jobs queued and completed,
+	// signalled on stageCond (on mu), the jobs not sent yet, and the
+	// error of a failed stage the next write answers.
+	owner               vault.StageOwner
+	epoch, rowsEpoch    int64
+	enqueued, completed uint64
+	stageCond           *sync.Cond
+	toSend              []stageJob
+	stageErr            error
 }
 
 func newOpenFile(n *node, c *vault.Content) *openFile {
 	a := c.Attr()
-	return &openFile{n: n, size: a.Size, baseSize: a.Size, attr: a, base: c, dirty: map[int64]*chunkBuf{}, committing: -1}
+	of := &openFile{n: n, size: a.Size, baseSize: a.Size, attr: a, base: c, dirty: map[int64]*chunkBuf{}, committing: -1, rowsEpoch: -1}
+	of.stageCond = sync.NewCond(&of.mu)
+	return of
 }
 
 // growthAt is by how much committing the file at size would grow the
@@ -168,12 +185,21 @@ func (of *openFile) readBase(ctx context.Context, p []byte, off int64) error {
 	return nil
 }
 
-// chunkData returns the current content of dirty chunk cb (a copy when spilled).
+// chunkData returns the current content of dirty chunk cb (a copy when
+// spilled or staged; a staged chunk is read back from the vault, verified).
 func (of *openFile) chunkData(cb *chunkBuf) ([]byte, error) {
 	if cb.data != nil {
 		return cb.data, nil
 	}
 	buf := make([]byte, chunkSize)
+	if cb.hash != nil {
+		data, err := of.n.fsys.store.ChunkByHash(context.Background(), cb.hash)
+		if err != nil {
+			return nil, err
+		}
+		copy(buf, data)
+		return buf, nil
+	}
 	if _, err := of.spill.ReadAt(buf, cb.slot*chunkSize); err != nil && err != io.EOF {
 		return nil, err
 	}
@@ -254,6 +280,8 @@ func (of *openFile) drop(i int64) {
 		}
 	} else if cb.slot >= 0 {
 		of.freeSlots = append(of.freeSlots, cb.slot)
+	} else if cb.hash != nil {
+		of.n.fsys.buf.addStaged(-chunkSize)
 	}
 	delete(of.dirty, i)
 }
@@ -261,8 +289,11 @@ func (of *openFile) drop(i int64) {
 func (of *openFile) write(ctx context.Context, p []byte, off int64) (uint32, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
 	of.mu.Lock()
-	defer of.mu.Unlock()
-	return of.writeLocked(ctx, p, off)
+	n, en := of.writeLocked(ctx, p, off)
+	jobs := of.takeJobs()
+	of.mu.Unlock()
+	of.sendJobs(jobs) // waits while the stager's queue is full: back-pressure
+	return n, en
 }
 
 // appendAt writes p at the end of the file as this mount knows it (its
@@ -272,9 +303,11 @@ func (of *openFile) write(ctx context.Context, p []byte, off int64) (uint32, sys
 func (of *openFile) appendAt(ctx context.Context, p []byte) (uint32, int64, syscall.Errno) {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
 	of.mu.Lock()
-	defer of.mu.Unlock()
 	off := of.size
 	n, en := of.writeLocked(ctx, p, off)
+	jobs := of.takeJobs()
+	of.mu.Unlock()
+	of.sendJobs(jobs)
 	return n, off, en
 }
 
@@ -284,8 +317,14 @@ func (of *openFile) appendAt(ctx context.Context, p []byte) (uint32, int64, sysc
 // room to spill) keeps what it wrote, whole chunks of it, and answers a
 // short write, so the writer learns how much is kept and gets the error
 // from its next write; failing before writing anything, it answers the
-// error.
+// error. A chunk it fills is queued for staging (queueLocked). A stage
+// that failed since the last write is answered first (ENOSPC, EIO), once:
+// the write is refused whole, and the chunk stays held for the flush.
 func (of *openFile) writeLocked(ctx context.Context, p []byte, off int64) (uint32, syscall.Errno) {
+	if err := of.stageErr; err != nil {
+		of.stageErr = nil
+		return 0, errno(err)
+	}
 	end := off + int64(len(p))
 	if d := of.growthAt(max(of.size, end)) - of.counted; d > 0 {
 		if en := of.n.fsys.reserveGrowth(ctx, d); en != 0 {
@@ -318,15 +357,22 @@ func (of *openFile) writeLocked(ctx context.Context, p []byte, off int64) (uint3
 		if cb == nil {
 			cb = &chunkBuf{slot: -1}
 			base := int(min(chunkSize, max(0, of.size-cs)))
-			data = make([]byte, bufLen(max(need, base)))
+			data = newChunkBuf(bufLen(max(need, base)))
 			if err := of.readBase(ctx, data[:base], cs); err != nil {
 				return written(errno(err))
 			}
 			cb.length = base
 		} else {
+			of.unshare(cb)
 			var err error
 			if data, err = of.chunkData(cb); err != nil {
 				return written(syscall.EIO)
+			}
+			if cb.hash != nil {
+				// Written again: back to the file's own memory (or spill).
+				if en := of.unstage(cb, data); en != 0 {
+					return written(en)
+				}
 			}
 			if len(data) < need {
 				grown := make([]byte, bufLen(need))
@@ -350,6 +396,7 @@ func (of *openFile) writeLocked(ctx context.Context, p []byte, off int64) (uint3
 		of.seq++
 		cb.seq = of.seq
 		of.dirty[i] = cb
+		of.queueLocked(i, cb)
 		pos = ce
 	}
 	return uint32(len(p)), 0
@@ -401,6 +448,9 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 	ctx = context.WithoutCancel(ctx) // never answer EINTR: an interrupted caller would see it
 	of.flushMu.Lock()
 	defer of.flushMu.Unlock()
+	// The chunks queued so far are staged first: the commit then names
+	// them by hash.
+	of.waitStaged()
 	// A file created and not committed yet is committed now, with its
 	// content (see pendingCreate); createMu keeps settle out meanwhile.
 	n := of.n
@@ -427,15 +477,19 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 		idx = append(idx, i)
 	}
 	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
+	// The commit releases the staged rows of the epochs up to this one;
+	// what is staged from now on belongs to the next (see stager).
+	owner, epoch := of.owner, of.epoch
+	of.epoch++
 	of.state = statePersisting
 	// The growth being committed leaves the mount's count now and joins
 	// the vault's committed bytes once committed (see buffers).
-	oldBase, epoch := of.baseSize, n.fsys.buf.committedEpoch()
+	oldBase, bufEpoch := of.baseSize, n.fsys.buf.committedEpoch()
 	of.committing = size
 	of.recount()
 	of.mu.Unlock()
 
-	get := func(i int64) ([]byte, error) {
+	get := func(i int64) (vault.Chunk, error) {
 		of.mu.Lock()
 		defer of.mu.Unlock()
 		cb := of.dirty[i]
@@ -444,23 +498,28 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 			buf := make([]byte, chunkSize)
 			n := int(min(chunkSize, max(0, of.baseSize-i*chunkSize)))
 			if err := of.readBase(ctx, buf[:n], i*chunkSize); err != nil {
-				return nil, err
+				return vault.Chunk{}, err
 			}
-			return buf[:n], nil
+			return vault.Chunk{Data: buf[:n]}, nil
+		}
+		if cb.hash != nil && cb.seq == seqs[i] {
+			// Staged whole, unchanged since the snapshot: within size.
+			return vault.Chunk{Hash: cb.hash}, nil
 		}
 		data, err := of.chunkData(cb)
 		if err != nil {
-			return nil, err
+			return vault.Chunk{}, err
 		}
-		return append([]byte(nil), data[:cb.length]...), nil
+		return vault.Chunk{Data: append([]byte(nil), data[:cb.length]...)}, nil
 	}
+	commit := vault.FileCommit{Size: size, Indexes: idx, Chunk: get, Mtime: mtime, Owner: owner, Epoch: epoch}
 	var c *vault.Content
 	var err error
 	if p != nil {
 		if mtime.IsZero() {
-			mtime = p.spec.Time // nothing written: the file is as created
+			commit.Mtime = p.spec.Time // nothing written: the file is as created
 		}
-		c, err = n.fsys.store.CreateFile(ctx, p.parent, p.name, p.spec, size, idx, get, mtime)
+		c, err = n.fsys.store.CreateFileStaged(ctx, p.parent, p.name, p.spec, commit)
 		if err != nil {
 			// As if the create had been committed when it was answered:
 			// the file exists, empty, and its content is kept for a retry.
@@ -473,7 +532,7 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 			n.fsys.donePending(n)
 		}
 	} else {
-		c, err = n.fsys.store.Persist(ctx, n.ino, size, idx, get, mtime)
+		c, err = n.fsys.store.PersistStaged(ctx, n.ino, commit)
 	}
 
 	of.mu.Lock()
@@ -485,7 +544,10 @@ func (of *openFile) flush(ctx context.Context) syscall.Errno {
 		of.mu.Unlock()
 		return errno(err)
 	}
-	n.fsys.buf.flushed(size-oldBase, epoch)
+	n.fsys.buf.flushed(size-oldBase, bufEpoch)
+	if of.rowsEpoch <= epoch {
+		of.rowsEpoch = -1 // the commit released them all
+	}
 	a := c.Attr()
 	of.base = c
 	for _, i := range idx {
@@ -525,8 +587,15 @@ func (of *openFile) setSize(ctx context.Context, size int64) {
 		case i >= last:
 			of.drop(i)
 		case i == last-1 && cb.length > int(size-i*chunkSize):
-			cb.length = int(size - i*chunkSize)
+			of.unshare(cb)
 			if data, err := of.chunkData(cb); err == nil {
+				if of.unstage(cb, data) != 0 {
+					// No room to hold it: the truncate in the vault stands,
+					// this chunk's unflushed content is lost with it.
+					of.drop(i)
+					continue
+				}
+				cb.length = int(size - i*chunkSize)
 				clear(data[cb.length:])
 				_ = of.keep(cb, data)
 			}
@@ -579,6 +648,18 @@ func (of *openFile) close() {
 	}
 	buf.takeMem(-of.memBytes, true)
 	of.memBytes = 0
+	for _, cb := range of.dirty {
+		if cb.hash != nil {
+			buf.addStaged(-chunkSize)
+		}
+	}
+	if of.rowsEpoch >= 0 {
+		// What the file staged and did not commit (a detached file, a
+		// failed flush) is no longer anyone's; should this fail, the
+		// mount's end releases it.
+		_ = of.n.fsys.store.ReleaseStaged(context.Background(), of.owner)
+		of.rowsEpoch = -1
+	}
 	buf.addGrowth(-of.counted)
 	of.counted = 0
 	if of.unhold != nil {

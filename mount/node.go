@@ -21,6 +21,7 @@ type fsys struct {
 	spillDir string
 	uid, gid uint32 // owner of files created by a process whose ids are unknown
 	buf      *buffers
+	stager   *stager // nil on a read-only mount
 
 	quotaMu sync.Mutex
 	quota   vault.Quota

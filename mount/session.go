@@ -190,6 +190,9 @@ func (s *Session) serve() error {
 	}
 	buf := &buffers{dir: spill, limit: max(0, s.opts.SpillLimit)}
 	root := &node{fsys: &fsys{store: s.store, readonly: s.opts.ReadOnly, spillDir: spill, uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), buf: buf}, ino: vault.RootIno}
+	if !s.opts.ReadOnly {
+		root.fsys.stager = newStager(s.store)
+	}
 	s.root = root
 	entry, attr, negative := cacheTimes(s.opts)
 	name := s.opts.FsName
@@ -231,6 +234,9 @@ func (s *Session) serve() error {
 		NullPermissions: true,
 	}
 	server, err := fs.Mount(s.dir, root, fo)
+	if err != nil && root.fsys.stager != nil {
+		root.fsys.stager.stop()
+	}
 	if err != nil {
 		if refused(err) {
 			return NotPermitted(s.dir, err)
@@ -239,6 +245,9 @@ func (s *Session) serve() error {
 	}
 	if err := closeFUSEOnExec(); err != nil {
 		_ = server.Unmount()
+		if root.fsys.stager != nil {
+			root.fsys.stager.stop()
+		}
 		return wire.Errorf(wire.CodeMountFailed, "mount %s: %v", s.dir, err).With("dir", s.dir)
 	}
 	s.mu.Lock()
@@ -252,6 +261,9 @@ func (s *Session) serve() error {
 			s.mu.Lock()
 			s.lost = unsettled(s.dir, en)
 			s.mu.Unlock()
+		}
+		if st := root.fsys.stager; st != nil {
+			st.stop() // what it staged and nobody committed, the unlock releases
 		}
 		s.mu.Lock()
 		s.state = StateUnmounted

@@ -2,7 +2,6 @@ package mount
 
 import (
 	"context"
-	"time"
 
 	"avfs/vault"
 )
@@ -14,14 +13,19 @@ type Store interface {
 	ReadDir(ctx context.Context, ino uint64) ([]vault.DirEntry, error)
 	Mknod(ctx context.Context, parent uint64, name string, spec vault.NodeSpec) (vault.Attr, error)
 	ReserveIno(ctx context.Context) (uint64, error)
-	CreateFile(ctx context.Context, parent uint64, name string, spec vault.NodeSpec, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) (*vault.Content, error)
+	CreateFileStaged(ctx context.Context, parent uint64, name string, spec vault.NodeSpec, c vault.FileCommit) (*vault.Content, error)
 	Link(ctx context.Context, ino, parent uint64, name string) (vault.Attr, error)
 	Unlink(ctx context.Context, parent uint64, name string) error
 	Rmdir(ctx context.Context, parent uint64, name string) error
 	Rename(ctx context.Context, oldParent uint64, oldName string, newParent uint64, newName string, flags vault.RenameFlags) error
 	SetAttr(ctx context.Context, ino uint64, s vault.SetAttr) (vault.Attr, error)
 	ReadAt(ctx context.Context, ino uint64, p []byte, off int64) (int, error)
-	Persist(ctx context.Context, ino uint64, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) (*vault.Content, error)
+	PersistStaged(ctx context.Context, ino uint64, c vault.FileCommit) (*vault.Content, error)
+	// StageChunks, ChunkByHash and ReleaseStaged store an open file's
+	// full chunks as they fill, ahead of its commit (see stager).
+	StageChunks(ctx context.Context, chunks []vault.StagedChunk) error
+	ChunkByHash(ctx context.Context, hash []byte) ([]byte, error)
+	ReleaseStaged(ctx context.Context, owner vault.StageOwner) error
 	Content(ctx context.Context, ino uint64) (*vault.Content, error)
 	EmptyContent(a vault.Attr) *vault.Content
 	GetXattr(ctx context.Context, ino uint64, name string) ([]byte, error)

@@ -219,7 +219,8 @@ type gcPlan struct {
 // planGC selects, read in q, what gc frees: the rows unpinnedRows selects
 // (taking the pins of the forks in ignorePins as released) and the chunks
 // that no other row refers to: not the rows kept (live state, checkpoints,
-// fork pins, marks) nor history. It is the one selection of both GC, which
+// fork pins, marks) nor history nor a live writer's staged chunks
+// (stagedHashes). It is the one selection of both GC, which
 // then deletes what it returns in the same transaction, and GCDryRun,
 // which only counts it. Cost: a scan of the inodes, dentries, versions and
 // chunks tables, and a set of every referenced hash in memory. The
@@ -241,6 +242,9 @@ func planGC(ctx context.Context, q querier, ignorePins []string, ignoreMarks boo
 		return p, err
 	}
 	if err := versionHashes(ctx, q, refs, skipVersions); err != nil {
+		return p, err
+	}
+	if err := stagedHashes(ctx, q, refs); err != nil {
 		return p, err
 	}
 	rows, err := q.QueryContext(ctx, "SELECT id, hash, size FROM chunks")
@@ -302,6 +306,10 @@ func (v *Vault) GCWith(ctx context.Context, opt GCOptions) (GCResult, error) {
 	err = v.update(ctx, "gc", func(t *txn) error {
 		_, marks, err := releaseDeadMarks(t)
 		if err != nil {
+			return err
+		}
+		// The staged chunks of killed writers are no longer anyone's.
+		if _, err := t.sweepStaged(); err != nil {
 			return err
 		}
 		res.MarksReleased = int64(marks)

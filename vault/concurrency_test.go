@@ -27,6 +27,8 @@ func TestMain(m *testing.M) {
 		childFileSizeLimit()
 	case "fork":
 		childFork()
+	case "stager":
+		childStager()
 	}
 }
 

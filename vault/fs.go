@@ -340,7 +340,15 @@ func (v *Vault) WriteAt(ctx context.Context, ino uint64, p []byte, off int64) (A
 // dropped. size is the file's new size; mtime, when non-zero, its new
 // modification time.
 func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) (*Content, error) {
-	var c *Content
+	return v.PersistStaged(ctx, ino, dataCommit(size, indexes, chunk, mtime))
+}
+
+// PersistStaged is Persist with chunks given as data or as the hashes of
+// chunks staged before (StageChunks), releasing the owner's staged rows
+// (see FileCommit) in the same transaction. A staged hash must name a
+// chunk no longer than its span in the file at c.Size.
+func (v *Vault) PersistStaged(ctx context.Context, ino uint64, c FileCommit) (*Content, error) {
+	var out *Content
 	err := v.update(ctx, "write", func(t *txn) error {
 		in, err := getInode(ctx, t.tx, int64(ino))
 		if err != nil {
@@ -349,18 +357,18 @@ func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, indexes []i
 		if in.kind != KindFile {
 			return wire.Errorf(wire.CodeIsDir, "not a regular file")
 		}
-		if err := t.persist(in, size, indexes, chunk, mtime); err != nil {
+		if err := t.persist(in, c); err != nil {
 			return err
 		}
 		if err := t.recordVersionAt(in, "", "write"); err != nil && !wire.HasCode(err, wire.CodeNotFound) {
 			return err
 		}
 		path, _ := t.inoPath(in.ino)
-		t.audit("write", path, map[string]any{"size": size, "chunks_written": len(indexes)})
-		c = &Content{v: v, attr: in.attr(), size: in.size, chunks: in.chunks}
+		t.audit("write", path, map[string]any{"size": c.Size, "chunks_written": len(c.Indexes)})
+		out = &Content{v: v, attr: in.attr(), size: in.size, chunks: in.chunks}
 		return nil
 	})
-	return c, err
+	return out, err
 }
 
 // CreateFile creates the regular file name in parent with the content
@@ -368,10 +376,16 @@ func (v *Vault) Persist(ctx context.Context, ino uint64, size int64, indexes []i
 // when a file it created is first flushed. Its history starts with one
 // version, the created file with that content.
 func (v *Vault) CreateFile(ctx context.Context, parent uint64, name string, spec NodeSpec, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) (*Content, error) {
+	return v.CreateFileStaged(ctx, parent, name, spec, dataCommit(size, indexes, chunk, mtime))
+}
+
+// CreateFileStaged is CreateFile with the content of a FileCommit (see
+// PersistStaged).
+func (v *Vault) CreateFileStaged(ctx context.Context, parent uint64, name string, spec NodeSpec, c FileCommit) (*Content, error) {
 	if spec.Kind != KindFile {
 		return nil, wire.Errorf(wire.CodeInvalidInput, "create file: not a regular file (kind %d)", spec.Kind)
 	}
-	var c *Content
+	var out *Content
 	err := v.update(ctx, "create", func(t *txn) error {
 		dir, err := t.dirInode(int64(parent))
 		if err != nil {
@@ -383,22 +397,23 @@ func (v *Vault) CreateFile(ctx context.Context, parent uint64, name string, spec
 		}
 		p, _ := t.childPath(dir.ino, name)
 		t.audit("create", p, map[string]any{"mode": in.mode})
-		if err := t.persist(in, size, indexes, chunk, mtime); err != nil {
+		if err := t.persist(in, c); err != nil {
 			return err
 		}
 		if err := t.recordVersionAt(in, p, "create"); err != nil {
 			return err
 		}
-		t.audit("write", p, map[string]any{"size": size, "chunks_written": len(indexes)})
-		c = &Content{v: v, attr: in.attr(), size: in.size, chunks: in.chunks}
+		t.audit("write", p, map[string]any{"size": c.Size, "chunks_written": len(c.Indexes)})
+		out = &Content{v: v, attr: in.attr(), size: in.size, chunks: in.chunks}
 		return nil
 	})
-	return c, err
+	return out, err
 }
 
-// persist writes the chunks at indexes (from chunk) into in, sized size,
-// and saves it; recording the version is the caller's.
-func (t *txn) persist(in *inode, size int64, indexes []int64, chunk func(i int64) ([]byte, error), mtime time.Time) error {
+// persist writes the chunks c names into in, sized c.Size, saves it and
+// releases c's staged rows; recording the version is the caller's.
+func (t *txn) persist(in *inode, c FileCommit) error {
+	size := c.Size
 	if err := t.checkGrowth(in, size); err != nil {
 		return err
 	}
@@ -416,30 +431,41 @@ func (t *txn) persist(in *inode, size int64, indexes []int64, chunk func(i int64
 	} else {
 		m = append([]byte(nil), m...)
 	}
-	for _, i := range indexes {
+	for _, i := range c.Indexes {
 		if i < 0 || i >= n {
 			continue
 		}
-		data, err := chunk(i)
+		ch, err := c.Chunk(i)
 		if err != nil {
 			return err
 		}
-		if span := size - i*ChunkSize; int64(len(data)) > span {
-			data = data[:span]
-		}
-		if len(data) > ChunkSize {
-			return wire.Errorf(wire.CodeInvalidInput, "chunk %d is larger than %d bytes", i, ChunkSize)
-		}
-		h, err := t.putChunk(data)
-		if err != nil {
-			return err
+		h := ch.Hash
+		if h == nil {
+			data := ch.Data
+			if span := size - i*ChunkSize; int64(len(data)) > span {
+				data = data[:span]
+			}
+			if len(data) > ChunkSize {
+				return wire.Errorf(wire.CodeInvalidInput, "chunk %d is larger than %d bytes", i, ChunkSize)
+			}
+			if h, err = t.putChunk(data); err != nil {
+				return err
+			}
+		} else if len(h) != hashLen {
+			return wire.Errorf(wire.CodeInvalidInput, "chunk %d: a hash of %d bytes", i, len(h))
 		}
 		copy(m[i*hashLen:], h)
 	}
 	in.chunks, in.size = m, size
 	in.mtime, in.ctime = t.now, t.now
-	if !mtime.IsZero() {
-		in.mtime = mtime.UnixNano()
+	if !c.Mtime.IsZero() {
+		in.mtime = c.Mtime.UnixNano()
+	}
+	if c.Owner != 0 {
+		if err := t.releaseStaged(c.Owner, c.Epoch); err != nil {
+			return err
+		}
+		t.stagedIn = true
 	}
 	return t.saveInode(in)
 }

@@ -97,6 +97,12 @@ func (v *Vault) lock(ctx context.Context, name, info string) error {
 			name, os.Getpid(), hostname(), t.now, info); err != nil {
 			return err
 		}
+		if name == LockMount {
+			// A killed writer mount's staged chunks are no longer anyone's.
+			if _, err := t.sweepStaged(); err != nil {
+				return err
+			}
+		}
 		details := map[string]any{"lock": name, "pid": os.Getpid()}
 		if h != nil && !h.alive() {
 			details["stale_pid"] = h.PID
@@ -118,6 +124,13 @@ func (v *Vault) Unlock(ctx context.Context, name string) error {
 		}
 		if n, _ := r.RowsAffected(); n > 0 {
 			t.audit("unlock", "/", map[string]any{"lock": name})
+		}
+		if name == LockMount {
+			// The mount went: what it staged and did not commit is lost
+			// with its unflushed writes (see StageChunks).
+			if err := t.releaseProcessStaged(); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

@@ -358,6 +358,10 @@ func (t *txn) retain() (RetainResult, error) {
 		if err != nil {
 			return res, err
 		}
+		// A writer's staged chunks are referenced too (see StageChunks).
+		if err := stagedHashes(ctx, t.tx, refs); err != nil {
+			return res, err
+		}
 		for h := range maybe {
 			if _, ok := refs[h]; ok {
 				continue

@@ -11,7 +11,9 @@ package vault
 // chunks), when retention next runs (retain_at) and the vault's retention
 // settings (keep_versions, keep_age_s, history_pct, history_min_mb;
 // see Retention).
-const schemaVersion = 3
+// Version 4 adds the staged table: chunks a writer stored ahead of the
+// commit that refers to them (see StageChunks).
+const schemaVersion = 4
 
 // migrations[v] turns a vault of schema version v into one of version
 // v+1. They run in order, in one write transaction, when a vault of an
@@ -34,7 +36,22 @@ ALTER TABLE state ADD COLUMN history_pct INTEGER NOT NULL DEFAULT ` + defaultHis
 ALTER TABLE state ADD COLUMN history_min_mb INTEGER NOT NULL DEFAULT ` + defaultHistoryMinMB + `;
 UPDATE state SET chunk_bytes = (SELECT COALESCE(SUM(size), 0) FROM chunks);
 `,
+	3: stagedSQL,
 }
+
+// stagedSQL creates the staged table (schema version 4): one row per
+// chunk a writer stored ahead of its commit (see StageChunks), which
+// retention and gc count as referenced.
+const stagedSQL = `
+CREATE TABLE staged (
+	pid   INTEGER NOT NULL,
+	host  TEXT    NOT NULL,
+	owner INTEGER NOT NULL, -- the writer (an open file) within the process
+	epoch INTEGER NOT NULL, -- the owner's commits so far when staged
+	hash  BLOB    NOT NULL,
+	PRIMARY KEY (pid, host, owner, epoch, hash)
+) WITHOUT ROWID;
+`
 
 // live is gen_to of rows that are part of the current state.
 const live = int64(9223372036854775807)
@@ -197,7 +214,7 @@ CREATE TABLE forks (
 	gen        INTEGER NOT NULL,
 	created_ns INTEGER NOT NULL
 );
-`
+` + stagedSQL
 
 // indexSQL creates the indexes; a fork creates them after its bulk copy.
 // Live rows are found through the primary keys ((ino, gen_from) and

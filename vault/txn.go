@@ -64,6 +64,13 @@ type txn struct {
 
 	forgetVersions bool // versions were removed: the connection's cache of newest versions is stale
 
+	// Retention is kicked after a commit that grew the stored bytes,
+	// except one that only staged chunks (stageOnly: they are nobody's
+	// history, and the live bytes the budget counts do not hold them yet),
+	// and after one that committed staged chunks (stagedIn: their bytes
+	// were counted when staged).
+	stageOnly, stagedIn bool
+
 	wc   *writeCache       // what earlier transactions of this connection left; nil when unknown
 	vers map[int64]Version // newest history version per inode seen or written here
 }
@@ -187,7 +194,7 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 	committed = true
 	t.committed(wc, dataVer)
 	v.rememberDirs(t.st.dirEpoch, t.dirPaths)
-	if grew {
+	if (grew && !t.stageOnly) || t.stagedIn {
 		v.kickRetention(t.st)
 	}
 	return nil
