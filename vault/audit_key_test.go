@@ -256,6 +256,7 @@ func TestVerifyAuditUnanchoredRows(t *testing.T) {
 // schemaV2 turns the vault file at path into one of schema version 2, as
 // avfs wrote them before history had retention.
 func schemaV2(t *testing.T, path string) {
+	schemaV3(t, path)
 	var drops []string
 	for _, c := range []string{"chunk_bytes", "retain_at", "keep_versions", "keep_age_s", "history_pct", "history_min_mb"} {
 		drops = append(drops, "ALTER TABLE state DROP COLUMN "+c)

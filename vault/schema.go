@@ -11,7 +11,9 @@ package vault
 // chunks), when retention next runs (retain_at) and the vault's retention
 // settings (keep_versions, keep_age_s, history_pct, history_min_mb;
 // see Retention).
-const schemaVersion = 3
+// Version 4 records decisions: the decisions table and its limits
+// (state.decisions_max, decisions_max_age_s), all in decisionsSQL.
+const schemaVersion = 4
 
 // migrations[v] turns a vault of schema version v into one of version
 // v+1. They run in order, in one write transaction, when a vault of an
@@ -34,6 +36,7 @@ ALTER TABLE state ADD COLUMN history_pct INTEGER NOT NULL DEFAULT ` + defaultHis
 ALTER TABLE state ADD COLUMN history_min_mb INTEGER NOT NULL DEFAULT ` + defaultHistoryMinMB + `;
 UPDATE state SET chunk_bytes = (SELECT COALESCE(SUM(size), 0) FROM chunks);
 `,
+	3: decisionsSQL,
 }
 
 // live is gen_to of rows that are part of the current state.
@@ -197,7 +200,7 @@ CREATE TABLE forks (
 	gen        INTEGER NOT NULL,
 	created_ns INTEGER NOT NULL
 );
-`
+` + decisionsSQL
 
 // indexSQL creates the indexes; a fork creates them after its bulk copy.
 // Live rows are found through the primary keys ((ino, gen_from) and
