@@ -54,7 +54,7 @@ func (h *handlers) request(in ExecInput) (runner.Request, error) {
 		Vault: h.vaultOf(in.Vault), Argv: in.Argv, Shell: in.Shell, Cwd: cmp.Or(in.Cwd, "/"),
 		Timeout: timeout, KillGrace: runner.DefaultKillGrace, MaxOutput: maxOutput, MaxChanges: runner.DefaultMaxChanges,
 		MountMode: runner.ModeAuto, ApprovalID: in.Approval, ApprovalTTL: runner.DefaultTTL, BusyWait: runner.DefaultBusyWait,
-		Readonly: in.Readonly,
+		Readonly: in.Readonly, Source: wire.SourceMCP,
 	}, nil
 }
 

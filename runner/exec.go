@@ -127,6 +127,10 @@ type Request struct {
 	// AllowWritableTrust runs a command without a sandbox even though it
 	// could rewrite what avfs trusts (--allow-writable-trust).
 	AllowWritableTrust bool
+	// Source is the way the request came into avfs, recorded with its
+	// decision (see recordDecision): "" is wire.SourceExec for Exec and
+	// wire.SourcePrecheck for Precheck. Set by avfs, never by the agent.
+	Source wire.DecisionSource
 	// Progress, when set, is told how far the copy of a materialised
 	// vault has got (vault.ExportOptions.Progress: entries and bytes),
 	// before the command starts; a FUSE mount copies nothing and does
@@ -484,6 +488,9 @@ func (x *execution) decide(ctx context.Context) error {
 	x.res, x.decided = res, true
 	x.reportDecision()
 	x.out.Timing.PolicyMS = ms(time.Since(x.started))
+	if x.out.DecisionID, err = x.recordDecision(ctx, input, res, wire.SourceExec); err != nil {
+		return err
+	}
 	x.digest = x.r.digest(req, cwd, x.info.Name, res.Bundles, x.view.input.Mode)
 	x.details = map[string]any{"id": x.out.ID, "decision": res.Decision, "argv": req.Argv, "shell": req.Shell, "reasons": reasonIDs(res.Reasons)}
 	switch res.Decision {

@@ -16,6 +16,9 @@ type Precheck struct {
 	Reasons  []wire.Reason
 	Bundles  []wire.BundleInfo
 	Vault    string // the vault's name
+	// DecisionID is the id the decision is recorded under in the vault
+	// (see recordDecision).
+	DecisionID string
 	// Approval, for require_approval, is the approval of exactly this run
 	// (bound to the same digest Exec computes): a granted one when there
 	// is one, else a pending one, created when there was none. nil for
@@ -34,8 +37,10 @@ type Precheck struct {
 // accepted), else a pending one, else it creates a pending one exactly as
 // Exec does, with req.ApprovalTTL (DefaultTTL when 0). req.ApprovalID is
 // ignored. Errors (a vault that cannot be opened, a policy that does not
-// load, a command that does not parse) are returned: the caller fails
-// closed. The vault is opened (created if missing) like Exec's.
+// load, a command that does not parse, a decision that cannot be
+// recorded) are returned: the caller fails closed. The decision is
+// recorded in the vault (see recordDecision). The vault is opened
+// (created if missing) like Exec's.
 func (r *Runner) Precheck(ctx context.Context, req Request) (Precheck, error) {
 	req.ApprovalID = ""
 	x := &execution{r: r, req: req, out: newEnvelope(req)}
@@ -59,7 +64,11 @@ func (r *Runner) Precheck(ctx context.Context, req Request) (Precheck, error) {
 	if err != nil {
 		return Precheck{}, err
 	}
-	out := Precheck{Decision: res.Decision, Reasons: res.Reasons, Bundles: res.Bundles, Vault: x.info.Name}
+	id, err := x.recordDecision(ctx, input, res, wire.SourcePrecheck)
+	if err != nil {
+		return Precheck{}, err
+	}
+	out := Precheck{Decision: res.Decision, Reasons: res.Reasons, Bundles: res.Bundles, Vault: x.info.Name, DecisionID: id}
 	if res.Decision != wire.RequireApproval {
 		return out, nil
 	}

@@ -188,6 +188,7 @@ func (d precheckDecider) Decide(ctx context.Context, c hooks.Command) (hooks.Ver
 	if err != nil {
 		return hooks.Verdict{}, err
 	}
+	req.Source = wire.SourceHook
 	pc, err := d.rn.Precheck(ctx, req)
 	if err != nil {
 		return hooks.Verdict{}, err

@@ -334,7 +334,7 @@ func Request(in wire.ExecRequest, r *runner.Runner) (runner.Request, error) {
 	req := runner.Request{Vault: in.Vault, Argv: in.Argv, Shell: in.Shell, Cwd: in.Cwd, MaxOutput: in.MaxOutput,
 		Env: in.Env, Mountpoint: in.Mountpoint, MountMode: in.MountMode, ApprovalID: in.ApprovalID,
 		RollbackOnFailure: in.RollbackOnFailure, Explain: in.Explain, Readonly: in.Readonly,
-		Sandbox: in.Sandbox, AllowWritableTrust: in.AllowWritableTrust, MaxChanges: runner.DefaultMaxChanges}
+		Sandbox: in.Sandbox, AllowWritableTrust: in.AllowWritableTrust, MaxChanges: runner.DefaultMaxChanges, Source: wire.SourceServe}
 	var err error
 	for _, d := range []struct {
 		name string

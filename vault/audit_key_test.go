@@ -256,7 +256,15 @@ func TestVerifyAuditUnanchoredRows(t *testing.T) {
 // schemaV3 turns the vault file at path into one of schema version 3, as
 // avfs wrote them before writers staged chunks.
 func schemaV3(t *testing.T, path string) {
+	schemaV4(t, path)
 	sqliteExec(t, path, "DROP TABLE staged", "PRAGMA user_version = 3")
+}
+
+// schemaV4 turns the vault file at path into one of schema version 4, as
+// avfs wrote them before decisions were recorded.
+func schemaV4(t *testing.T, path string) {
+	sqliteExec(t, path, "DROP TABLE decisions", "ALTER TABLE state DROP COLUMN decisions_max",
+		"ALTER TABLE state DROP COLUMN decisions_max_age_s", "PRAGMA user_version = 4")
 }
 
 // schemaV2 turns the vault file at path into one of schema version 2, as

@@ -13,7 +13,9 @@ package vault
 // see Retention).
 // Version 4 adds the staged table: chunks a writer stored ahead of the
 // commit that refers to them (see StageChunks).
-const schemaVersion = 4
+// Version 5 records decisions: the decisions table and its limits
+// (state.decisions_max, decisions_max_age_s), all in decisionsSQL.
+const schemaVersion = 5
 
 // migrations[v] turns a vault of schema version v into one of version
 // v+1. They run in order, in one write transaction, when a vault of an
@@ -37,6 +39,7 @@ ALTER TABLE state ADD COLUMN history_min_mb INTEGER NOT NULL DEFAULT ` + default
 UPDATE state SET chunk_bytes = (SELECT COALESCE(SUM(size), 0) FROM chunks);
 `,
 	3: stagedSQL,
+	4: decisionsSQL,
 }
 
 // stagedSQL creates the staged table (schema version 4): one row per
@@ -214,7 +217,7 @@ CREATE TABLE forks (
 	gen        INTEGER NOT NULL,
 	created_ns INTEGER NOT NULL
 );
-` + stagedSQL
+` + stagedSQL + decisionsSQL
 
 // indexSQL creates the indexes; a fork creates them after its bulk copy.
 // Live rows are found through the primary keys ((ino, gen_from) and

@@ -19,6 +19,7 @@ type Envelope struct {
 	ID            string         `json:"id"` // the execution id
 	Vault         string         `json:"vault"`
 	Decision      Decision       `json:"decision"`
+	DecisionID    string         `json:"decision_id"` // the id the policy's decision is recorded under (a UUID), "" when the policy made none
 	Policy        PolicyReport   `json:"policy"`
 	Command       CommandReport  `json:"command"`
 	Checkpoint    *CheckpointRef `json:"checkpoint"` // taken before the run, or null

@@ -26,7 +26,7 @@ func goldenEnvelopes() map[string]Envelope {
 	}
 	ran := Envelope{
 		SchemaVersion: EnvelopeSchemaVersion, Kind: EnvelopeKind, ID: "ex-20261129T120410-2d33a8918bc6", Vault: "default",
-		Decision: AllowWithCheckpoint, Policy: policy,
+		Decision: AllowWithCheckpoint, DecisionID: "6f1d3c2a-8b4e-4f0a-9c1d-2e3f4a5b6c7d", Policy: policy,
 		Command:    CommandReport{Argv: []string{}, Cwd: "/", Shell: "echo hello > a.txt"},
 		Checkpoint: &CheckpointRef{ID: 3, Name: "ex-20261129T120410-2d33a8918bc6"},
 		Mount:      &MountReport{Mode: "fuse", Dir: "/home/alice/.avfs/run/exec-4242-9f1c2b/root"},
@@ -40,7 +40,7 @@ func goldenEnvelopes() map[string]Envelope {
 	}
 	denied := Envelope{
 		SchemaVersion: EnvelopeSchemaVersion, Kind: EnvelopeKind, ID: "ex-20261129T120411-aaaaaaaaaaaa", Vault: "default",
-		Decision: Deny,
+		Decision: Deny, DecisionID: "0b7e4a51-3c2d-4e8f-a1b2-c3d4e5f60718",
 		Policy: PolicyReport{Reasons: []Reason{{ID: "avfs.deny.outside_vault", Message: "Paths outside the vault are denied: /etc/passwd", Decision: Deny}},
 			Bundles: policy.Bundles, EvalUS: 300},
 		Command: CommandReport{Argv: []string{"cat", "/etc/passwd"}, Cwd: "/"},
@@ -48,7 +48,7 @@ func goldenEnvelopes() map[string]Envelope {
 		Timing:  Timing{PolicyMS: 1.1, TotalMS: 1.3},
 	}
 	approval := denied
-	approval.ID, approval.Decision = "ex-20261129T120412-bbbbbbbbbbbb", RequireApproval
+	approval.ID, approval.Decision, approval.DecisionID = "ex-20261129T120412-bbbbbbbbbbbb", RequireApproval, "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
 	approval.Policy.Reasons = []Reason{{ID: "avfs.approval.network", Message: "Network programs need approval: curl https://example.com", Decision: RequireApproval}}
 	approval.Command = CommandReport{Argv: []string{"curl", "https://example.com"}, Cwd: "/"}
 	approval.Approval = &ApprovalRef{ID: "ap-b2f725522f7b311f", Status: "pending", ExpiresAt: time.Date(2026, 11, 29, 13, 4, 12, 0, time.UTC)}
@@ -148,6 +148,16 @@ func TestGoldenEnvelopes(t *testing.T) {
 	}
 	if ok, _ := rs[0].Bindings["ok"].(bool); ok {
 		t.Error("the schema accepts an envelope without timing")
+	}
+	// Nor one whose decision id is not a UUID.
+	json.Unmarshal(b, &doc)
+	doc["decision_id"] = "ex-1"
+	rs, err = pq.Eval(context.Background(), rego.EvalInput(map[string]any{"doc": doc, "schema": schemaDoc}))
+	if err != nil || len(rs) != 1 {
+		t.Fatal(err)
+	}
+	if ok, _ := rs[0].Bindings["ok"].(bool); ok {
+		t.Error("the schema accepts a decision_id that is not a UUID")
 	}
 }
 

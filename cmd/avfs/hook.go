@@ -193,7 +193,7 @@ func hookRequest(e *env, cmd hooks.Command) runner.Request {
 	if name == "" {
 		name = e.vaultName()
 	}
-	return runner.Request{Vault: name, Argv: []string{}, Shell: cmd.Script, Cwd: cmd.Cwd, Timeout: timeout, ApprovalTTL: runner.DefaultTTL}
+	return runner.Request{Vault: name, Argv: []string{}, Shell: cmd.Script, Cwd: cmd.Cwd, Timeout: timeout, ApprovalTTL: runner.DefaultTTL, Source: wire.SourceHook}
 }
 
 // forwardPrecheck decides a command of a workspace through the avfs that

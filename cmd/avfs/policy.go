@@ -41,6 +41,7 @@ $AVFS_HOME/policy if it exists, the "policy.bundles" of the config file
 			policyEvalCommand(e),
 			policyTestCommand(e),
 			policyInspectCommand(e),
+			policyReplayCommand(e),
 		},
 	}
 }

@@ -348,7 +348,7 @@ func checkEnvelope(t *testing.T, r proxyRun) {
 	}
 	check("", d, []want{
 		{"schema_version", "number", false}, {"kind", "string", false}, {"id", "string", false}, {"vault", "string", false},
-		{"decision", "string", false}, {"policy", "object", false}, {"command", "object", false},
+		{"decision", "string", false}, {"decision_id", "string", false}, {"policy", "object", false}, {"command", "object", false},
 		{"checkpoint", "object", true}, {"approval", "object", true}, {"mount", "object", true}, {"process", "object", true},
 		{"changes", "array", false}, {"rollback", "object", true}, {"timing", "object", false}, {"error", "object", true},
 	})
@@ -380,6 +380,9 @@ func checkEnvelope(t *testing.T, r proxyRun) {
 	}
 	if len(env.Policy.Reasons) == 0 && env.Error == nil {
 		fail("a decision without reasons")
+	}
+	if env.Error == nil && env.DecisionID == "" {
+		fail("a decision without a decision_id")
 	}
 	if env.Timing.TotalMS <= 0 {
 		fail("total_ms %v", env.Timing.TotalMS)
