@@ -17,7 +17,10 @@ type Envelope struct {
 	SchemaVersion int            `json:"schema_version"`
 	Kind          string         `json:"kind"`
 	ID            string         `json:"id"` // the execution id
-	Vault         string         `json:"vault"`
+	Vault         string         `json:"vault"` // the vault the command ran in
+	// ForkedFrom is, for a run in a new fork (proxy exec --fork), the
+	// vault it was forked from (left untouched); Vault is the fork.
+	ForkedFrom string         `json:"forked_from,omitempty"`
 	Decision      Decision       `json:"decision"`
 	Policy        PolicyReport   `json:"policy"`
 	Command       CommandReport  `json:"command"`
