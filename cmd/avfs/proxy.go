@@ -280,6 +280,9 @@ func printEnvelope(e *env, env *wire.Envelope, streamed bool) {
 	for _, r := range env.Policy.Reasons {
 		parts = append(parts, fmt.Sprintf("%s: %s", r.ID, r.Message))
 	}
+	if env.ForkedFrom != "" && env.Process != nil {
+		parts = append(parts, fmt.Sprintf("in fork %s of %s (merge it back with: avfs vault merge %s)", env.Vault, env.ForkedFrom, env.Vault))
+	}
 	if env.Checkpoint != nil {
 		parts = append(parts, fmt.Sprintf("checkpoint %d", env.Checkpoint.ID))
 	}
