@@ -45,14 +45,13 @@ type MergeOptions struct {
 // mnode is an entry of a vault's tree at some generation, as a merge and a
 // diff between vaults compare them.
 type mnode struct {
-	ino              int64
-	kind             Kind
-	mode, uid, gid   uint32
-	size, nlink      int64
-	mtime            int64
-	target           string
-	chunks, xattrs   []byte
-	ctimeNS, atimeNS int64
+	ino            int64
+	kind           Kind
+	mode, uid, gid uint32
+	size, nlink    int64
+	mtime          int64
+	target         string
+	chunks, xattrs []byte
 }
 
 // sameNode reports whether a and b (nil: no entry) hold the same thing:
@@ -87,13 +86,13 @@ type tree map[string]*mnode
 // size of the tree. A file with several names is at each of its paths.
 func loadTree(ctx context.Context, q querier, g int64) (tree, error) {
 	nodes := map[int64]*mnode{}
-	rows, err := q.QueryContext(ctx, "SELECT ino, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks, xattrs FROM inodes WHERE gen_from <= ?1 AND gen_to > ?1", g)
+	rows, err := q.QueryContext(ctx, "SELECT ino, kind, mode, uid, gid, size, nlink, mtime_ns, target, chunks, xattrs FROM inodes WHERE gen_from <= ?1 AND gen_to > ?1", g)
 	if err != nil {
 		return nil, err
 	}
 	for rows.Next() {
 		n := &mnode{}
-		if err := rows.Scan(&n.ino, &n.kind, &n.mode, &n.uid, &n.gid, &n.size, &n.nlink, &n.mtime, &n.ctimeNS, &n.atimeNS, &n.target, &n.chunks, &n.xattrs); err != nil {
+		if err := rows.Scan(&n.ino, &n.kind, &n.mode, &n.uid, &n.gid, &n.size, &n.nlink, &n.mtime, &n.target, &n.chunks, &n.xattrs); err != nil {
 			rows.Close()
 			return nil, err
 		}
