@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -460,7 +461,7 @@ func (m *mergePlan) drop(p string) {
 	}
 }
 
-// unresolved lists the conflicts no choice resolved, and all of them, by path.
+// conflictList lists the conflicts by path and counts those no choice resolved.
 func (m *mergePlan) conflictList() (all []wire.MergeConflict, unresolved int) {
 	all = []wire.MergeConflict{}
 	for _, c := range m.conflicts {
@@ -528,7 +529,7 @@ func (s *Store) Merge(ctx context.Context, fork string, opt MergeOptions) (wire.
 		take[cp] = side
 	}
 	opt.Take = take
-	for _, side := range append(slices.Collect(mapValues(take)), opt.Resolve) {
+	for _, side := range append(slices.Collect(maps.Values(take)), opt.Resolve) {
 		if side != "" && side != wire.MergeOurs && side != wire.MergeTheirs {
 			return res, wire.Errorf(wire.CodeInvalidInput, "vault merge: a conflict resolves to ours or theirs, not %q", side)
 		}
@@ -636,17 +637,6 @@ func (s *Store) Merge(ctx context.Context, fork string, opt MergeOptions) (wire.
 		return res, err
 	}
 	return res, nil
-}
-
-// mapValues yields the values of m.
-func mapValues[K comparable, V any](m map[K]V) func(yield func(V) bool) {
-	return func(yield func(V) bool) {
-		for _, v := range m {
-			if !yield(v) {
-				return
-			}
-		}
-	}
 }
 
 // conflictErr is the merge_conflict error of res.

@@ -379,10 +379,20 @@ func TestMergeRefusals(t *testing.T) {
 	if read(t, parent, "/a") != "a" {
 		t.Error("a refused merge changed the parent")
 	}
-	// A detached fork has no base any more.
 	if _, err := fork.db.Exec("DELETE FROM locks"); err != nil {
 		t.Fatal(err)
 	}
+	// So is a parent in another live process's run.
+	if _, err := parent.db.Exec("INSERT INTO locks (name, pid, host, since_ns) VALUES (?, 1, ?, 0)", LockRun, hostname()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Merge(ctx, "f", MergeOptions{}); !wire.HasCode(err, wire.CodeVaultBusy) {
+		t.Errorf("merge into a parent in a run: %v", err)
+	}
+	if _, err := parent.db.Exec("DELETE FROM locks"); err != nil {
+		t.Fatal(err)
+	}
+	// A detached fork has no base any more.
 	if err := s.Detach(ctx, "f"); err != nil {
 		t.Fatal(err)
 	}
