@@ -131,6 +131,14 @@ type Request struct {
 	// decision (see recordDecision): "" is wire.SourceExec for Exec and
 	// wire.SourcePrecheck for Precheck. Set by avfs, never by the agent.
 	Source wire.DecisionSource
+	// Fork, when set, is the name of a new fork of Vault the command runs
+	// in (proxy exec --fork): the open stage makes it (O(1): metadata
+	// only, see vault.Store.Fork; already_exists when the name is taken)
+	// and the run then uses it as its vault, leaving Vault untouched. The
+	// envelope's vault names the fork, forked_from Vault. A run that ends
+	// before its command started (denied, an approval asked for, a
+	// failure) deletes the fork again.
+	Fork string
 	// Progress, when set, is told how far the copy of a materialised
 	// vault has got (vault.ExportOptions.Progress: entries and bytes),
 	// before the command starts; a FUSE mount copies nothing and does
@@ -428,7 +436,14 @@ func (x *execution) open(ctx context.Context) error {
 	x.policy = x.r.startPolicy(ctx)
 	x.probe = x.r.startProbe(x.req)
 	x.r.cleanStale()
-	v, release, err := x.r.Vaults.Open(ctx, x.r.Store, x.req.Vault, true)
+	if err := x.fork(ctx); err != nil {
+		return err
+	}
+	cache := x.r.Vaults
+	if x.req.Fork != "" {
+		cache = nil // a fork of one run is not kept open after it
+	}
+	v, release, err := cache.Open(ctx, x.r.Store, x.req.Vault, true)
 	if err != nil {
 		return err
 	}
@@ -1345,4 +1360,28 @@ func (r *Runner) cleanStale() {
 		return
 	}
 	d.CleanStale()
+}
+
+// fork makes the new fork a --fork run runs in (Request.Fork) and points
+// the run at it; nothing when the request asks for none. The fork is
+// deleted again (a cleanup) unless the command started.
+func (x *execution) fork(ctx context.Context) error {
+	if x.req.Fork == "" {
+		return nil
+	}
+	parent := x.req.Vault
+	if _, err := x.r.Store.ForkInfo(ctx, parent, x.req.Fork); err != nil {
+		return fmt.Errorf("proxy exec: --fork: %w", err)
+	}
+	x.req.Vault = x.req.Fork
+	x.out.Vault, x.out.ForkedFrom = x.req.Fork, parent
+	// Registered before the fork is opened (uncached): cleanups run last
+	// first, so it is closed, and the run's locks released, before it is
+	// deleted.
+	x.later(func(ctx context.Context) {
+		if !x.ran {
+			_ = x.r.Store.Delete(ctx, x.req.Fork, false)
+		}
+	})
+	return nil
 }

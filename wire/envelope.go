@@ -14,20 +14,23 @@ const EnvelopeKind = "proxy_exec_result"
 // Envelope is the one JSON document `avfs proxy exec --json` prints. It is
 // documented in docs/envelope.md.
 type Envelope struct {
-	SchemaVersion int            `json:"schema_version"`
-	Kind          string         `json:"kind"`
-	ID            string         `json:"id"` // the execution id
-	Vault         string         `json:"vault"`
-	Decision      Decision       `json:"decision"`
-	DecisionID    string         `json:"decision_id"` // the id the policy's decision is recorded under (a UUID), "" when the policy made none
-	Policy        PolicyReport   `json:"policy"`
-	Command       CommandReport  `json:"command"`
-	Checkpoint    *CheckpointRef `json:"checkpoint"` // taken before the run, or null
-	Approval      *ApprovalRef   `json:"approval"`   // the approval asked for or used, or null
-	Mount         *MountReport   `json:"mount"`      // how the vault was presented, or null when not run
-	Sandbox       *SandboxReport `json:"sandbox"`    // how the command was held, or null when not run
-	Process       *ProcessReport `json:"process"`    // null when the command did not run
-	Changes       []Change       `json:"changes"`
+	SchemaVersion int    `json:"schema_version"`
+	Kind          string `json:"kind"`
+	ID            string `json:"id"`    // the execution id
+	Vault         string `json:"vault"` // the vault the command ran in
+	// ForkedFrom is, for a run in a new fork (proxy exec --fork), the
+	// vault it was forked from (left untouched); Vault is the fork.
+	ForkedFrom string         `json:"forked_from,omitempty"`
+	Decision   Decision       `json:"decision"`
+	DecisionID string         `json:"decision_id"` // the id the policy's decision is recorded under (a UUID), "" when the policy made none
+	Policy     PolicyReport   `json:"policy"`
+	Command    CommandReport  `json:"command"`
+	Checkpoint *CheckpointRef `json:"checkpoint"` // taken before the run, or null
+	Approval   *ApprovalRef   `json:"approval"`   // the approval asked for or used, or null
+	Mount      *MountReport   `json:"mount"`      // how the vault was presented, or null when not run
+	Sandbox    *SandboxReport `json:"sandbox"`    // how the command was held, or null when not run
+	Process    *ProcessReport `json:"process"`    // null when the command did not run
+	Changes    []Change       `json:"changes"`
 	// ChangesTotal is the number of changes; Changes lists the first ones
 	// by path, at most --max-changes, and ChangesTruncated says some were
 	// left out.

@@ -102,7 +102,11 @@ func goldenEnvelopes() map[string]Envelope {
 	rawNames.Policy.Reasons = []Reason{{ID: "avfs.checkpoint.changes", Message: "Commands that may change the vault run after a checkpoint: > \"$(printf '\\377\\376')\".txt", Decision: AllowWithCheckpoint}}
 	rawNames.Changes = []Change{{Path: "/\xfe\xff.txt", PathB64: B64("/\xfe\xff.txt"), Op: "added", Kind: "file", SizeAfter: i64(2), ModeAfter: "0644"},
 		{Path: "/\xff\xfe.txt", PathB64: B64("/\xff\xfe.txt"), Op: "added", Kind: "file", SizeAfter: i64(2), ModeAfter: "0644"}}
-	return map[string]Envelope{"envelope_raw_names": rawNames, "envelope_ran": ran, "envelope_denied": denied, "envelope_approval": approval, "envelope_timed_out": timedOut, "envelope_failed": failed,
+	// A run in a new fork of the vault (proxy exec --fork).
+	forked := ran
+	forked.ID, forked.Vault, forked.ForkedFrom = "ex-20261129T120419-efefefefefef", "attempt-1", "default"
+	forked.Checkpoint = &CheckpointRef{ID: 1, Name: forked.ID}
+	return map[string]Envelope{"envelope_forked": forked, "envelope_raw_names": rawNames, "envelope_ran": ran, "envelope_denied": denied, "envelope_approval": approval, "envelope_timed_out": timedOut, "envelope_failed": failed,
 		"envelope_unsandboxed": unsandboxed, "envelope_network_off": networkOff, "envelope_fallback": fellBack}
 }
 

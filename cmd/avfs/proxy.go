@@ -63,6 +63,7 @@ func proxyExecCommand(e *env) *cli.Command {
 		&cli.StringFlag{Name: "explain", Usage: "add the policy trace: notes, fails or full"},
 		&cli.StringFlag{Name: "sandbox", Usage: "hold the command in `MODE`: auto (namespaces where the kernel allows them, else none, said in the envelope), namespaces (or fail with exit 125), or none (the host's whole authority) (default: sandbox.mode of the config, else auto)"},
 		&cli.BoolFlag{Name: "allow-writable-trust", Usage: "without a sandbox, run even though the command could rewrite the config, policy or approver keys avfs trusts"},
+		&cli.StringFlag{Name: "fork", Usage: "run in a new fork `NAME` of the vault (O(1); fails with already_exists when NAME is taken), leaving the vault untouched; avfs vault merge NAME merges it back. The envelope's vault is NAME, forked_from the vault; a run whose command did not start (denied, say) deletes the fork. Runs in this process, not through avfs serve"},
 		&cli.BoolFlag{Name: "readonly", Usage: "the command can change nothing: the vault is mounted read-only (a materialised copy is thrown away), so no checkpoint is taken"},
 	}
 	return &cli.Command{
@@ -106,7 +107,10 @@ func proxyExecCommand(e *env) *cli.Command {
 				Env: c.StringSlice("env"), Mountpoint: c.String("mountpoint"), MountMode: c.String("mount-mode"),
 				ApprovalID: c.String("approval"), ApprovalTTL: c.Duration("ttl"),
 				RollbackOnFailure: c.Bool("rollback-on-failure"), BusyWait: c.Duration("wait"), Explain: c.String("explain"), Readonly: c.Bool("readonly"),
-				Sandbox: c.String("sandbox"), AllowWritableTrust: c.Bool("allow-writable-trust"),
+				Sandbox: c.String("sandbox"), AllowWritableTrust: c.Bool("allow-writable-trust"), Fork: c.String("fork"),
+			}
+			if c.IsSet("fork") && req.Fork == "" {
+				return usageError("proxy exec: --fork needs a NAME for the new fork")
 			}
 			if c.Bool("stdin") {
 				req.Stdin = e.stdin
@@ -118,6 +122,10 @@ func proxyExecCommand(e *env) *cli.Command {
 				}
 			}
 			addr, ws, err := e.execServer(c, req.Vault)
+			if req.Fork != "" {
+				// The run is in a new vault no workspace serves: here.
+				addr, ws, err = "", nil, nil
+			}
 			if err != nil {
 				env, status := runner.Failed(req, start, err)
 				return e.printRun(c, env, status)
@@ -271,6 +279,9 @@ func printEnvelope(e *env, env *wire.Envelope, streamed bool) {
 	parts = append(parts, "decision "+string(env.Decision))
 	for _, r := range env.Policy.Reasons {
 		parts = append(parts, fmt.Sprintf("%s: %s", r.ID, r.Message))
+	}
+	if env.ForkedFrom != "" && env.Process != nil {
+		parts = append(parts, fmt.Sprintf("in fork %s of %s (merge it back with: avfs vault merge %s)", env.Vault, env.ForkedFrom, env.Vault))
 	}
 	if env.Checkpoint != nil {
 		parts = append(parts, fmt.Sprintf("checkpoint %d", env.Checkpoint.ID))

@@ -178,6 +178,8 @@ func vaultCommand(e *env) *cli.Command {
 					})
 				},
 			},
+			vaultMergeCommand(e),
+			vaultDiffCommand(e),
 			{
 				Name:      "fork",
 				Usage:     "make a new vault that starts as a copy of another (copy on write)",
