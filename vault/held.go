@@ -204,3 +204,32 @@ func (t *txn) discardHeld(a Approval) error {
 	t.audit("effects.discard", "/", map[string]any{"approval": a.ID, "held": held.ID})
 	return nil
 }
+
+// RestoreMark returns the vault to the state of mark m, as
+// RestoreCheckpoint does for a checkpoint (one transaction, history and
+// audit, refused under another process's writer mount): how a run whose
+// changes the effects policy denied is undone. A released mark is
+// invalid_input.
+func (v *Vault) RestoreMark(ctx context.Context, m Mark, why string) (RestoreResult, error) {
+	var res RestoreResult
+	err := v.update(ctx, "undo run", func(t *txn) error {
+		if err := refuseIfMounted(t, "undo run"); err != nil {
+			return err
+		}
+		var gen int64
+		err := t.tx.QueryRowContext(ctx, "SELECT gen FROM marks WHERE id = ?", m.ID).Scan(&gen)
+		if errors.Is(err, sql.ErrNoRows) {
+			return wire.Errorf(wire.CodeInvalidInput, "mark %d was released", m.ID)
+		}
+		if err != nil {
+			return err
+		}
+		var total Work
+		if res.Changes, err = t.restoreGen(gen, nil, &total); err != nil {
+			return err
+		}
+		t.audit("effects.undo", "/", map[string]any{"why": why, "changes": len(res.Changes)})
+		return nil
+	})
+	return res, err
+}
