@@ -21,12 +21,13 @@ import (
 // them. Undone or held changes make the run's exit status ExitNotRun.
 //
 // It runs only when the command ran and could change the vault (not
-// --readonly) under a policy that has an effects entrypoint. The decision
+// --readonly) under a policy that has an effects entrypoint, unless the
+// runner's SkipEffects turns it off. The decision
 // fails closed like the first (deny: the changes are undone). A failure
 // to undo or hold fails the run (the envelope lists the changes, which
 // stay); nothing is ever applied that the policy did not allow.
 func (x *execution) effects(ctx context.Context) error {
-	if x.req.Readonly || x.mark == nil || !x.ran {
+	if x.req.Readonly || x.mark == nil || !x.ran || x.r.SkipEffects {
 		return nil
 	}
 	p, err := x.policy()

@@ -90,6 +90,9 @@ type Runner struct {
 	// Sandboxes, when set, prepares sandboxes ahead of the runs that take
 	// them (avfs serve, see NewSandboxPool); nil builds each for its run.
 	Sandboxes *sandbox.Pool
+	// SkipEffects turns the effects stage off (policy.skip_effects in the
+	// config): the changes of a run stay as the first decision had them.
+	SkipEffects bool
 
 	// fuseState, when set, replaces the process's (processFUSE): tests
 	// fake the mount with it.
