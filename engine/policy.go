@@ -77,6 +77,8 @@ type Policy struct {
 	configProblems []string
 	// programs are the program specs of the bundles (ProgramsDocument).
 	programs *Programs
+	// effects is EffectsEntrypoint prepared, nil when no rule defines it.
+	effects *rego.PreparedEvalQuery
 }
 
 // PolicyOptions tune how NewPolicy compiles the bundles and how long a
@@ -156,6 +158,9 @@ func NewPolicy(ctx context.Context, set *bundles.Set, opts PolicyOptions) (*Poli
 	p := &Policy{query: pq, bundles: set.Infos(), timeout: cmp.Or(opts.EvalTimeout, DefaultEvalTimeout)}
 	p.configProblems = configProblems(ctx, compiler, store, p.timeout)
 	if p.programs, err = bundlePrograms(ctx, compiler, store, p.timeout); err != nil {
+		return nil, err
+	}
+	if p.effects, err = prepareEffects(ctx, compiler, store); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -355,37 +360,66 @@ func (p *Policy) Decide(ctx context.Context, in *wire.Input, opts DecideOptions)
 	if in == nil {
 		return failClosed(res, "there is no input document"), nil
 	}
+	value, ok := p.evaluate(ctx, &res, p.query, Entrypoint, InputValue(in), opts.Explain)
+	if !ok {
+		return res, nil
+	}
+	grant, problem := parseGrant(value)
+	if problem != "" {
+		res.Decision = wire.Deny
+		res.Reasons = append(res.Reasons, wire.Reason{ID: ReasonSandboxInvalid, Decision: wire.Deny,
+			Message: "denied because the decision's sandbox object is invalid: " + problem})
+	}
+	if res.Decision != wire.Deny {
+		res.Sandbox = grant
+	}
+	sortReasons(res.Reasons)
+	return res, nil
+}
+
+// evaluate runs the prepared query of entry on input into res: its
+// decision and reasons, raised to the highest of them (ReasonRaised), and
+// the trace. ok is false when it failed closed (res is then the deny
+// saying why: an error, undefined, a bad shape, the deadline); value is
+// the entrypoint's value otherwise, for the caller's own fields.
+func (p *Policy) evaluate(ctx context.Context, res *wire.PolicyResult, query rego.PreparedEvalQuery, entry string, input ast.Value, explain string) (value any, ok bool) {
 	if err := ctx.Err(); err != nil {
-		return failClosed(res, fmt.Sprintf("policy evaluation failed: %v", err)), nil
+		*res = failClosed(*res, fmt.Sprintf("policy evaluation failed: %v", err))
+		return nil, false
 	}
 	// Without EvalMetrics, every evaluation would fill a fresh metrics
 	// collection (maps and a timer) that nobody reads.
-	evalOpts := []rego.EvalOption{rego.EvalParsedInput(InputValue(in)), rego.EvalMetrics(metrics.NoOp())}
+	evalOpts := []rego.EvalOption{rego.EvalParsedInput(input), rego.EvalMetrics(metrics.NoOp())}
 	var tracer *topdown.BufferTracer
-	if opts.Explain != ExplainOff {
+	if explain != ExplainOff {
 		tracer = topdown.NewBufferTracer()
 		evalOpts = append(evalOpts, rego.EvalQueryTracer(tracer))
 	}
 	evalCtx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	rs, err := p.query.Eval(evalCtx, evalOpts...)
+	rs, err := query.Eval(evalCtx, evalOpts...)
 	if tracer != nil {
-		res.Trace = Trace(*tracer, opts.Explain)
+		res.Trace = Trace(*tracer, explain)
 	}
 	// Past the deadline the decision is deny even when the evaluation
 	// ended: a result that came too late is not used.
 	if ctx.Err() == nil && errors.Is(evalCtx.Err(), context.DeadlineExceeded) {
-		return timedOut(res, p.timeout), nil
+		*res = timedOut(*res, p.timeout)
+		return nil, false
 	}
 	if err != nil {
-		return failClosed(res, fmt.Sprintf("policy evaluation failed: %v", err)), nil
+		*res = failClosed(*res, fmt.Sprintf("policy evaluation failed: %v", err))
+		return nil, false
 	}
 	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
-		return failClosed(res, "the policy decision "+Entrypoint+" is undefined"), nil
+		*res = failClosed(*res, "the policy decision "+entry+" is undefined")
+		return nil, false
 	}
-	decision, reasons, problem := parseResult(rs[0].Expressions[0].Value)
+	value = rs[0].Expressions[0].Value
+	decision, reasons, problem := parseResult(entry, value)
 	if problem != "" {
-		return failClosed(res, problem), nil
+		*res = failClosed(*res, problem)
+		return nil, false
 	}
 	res.Decision, res.Reasons = decision, reasons
 	levels := []wire.Decision{decision}
@@ -397,17 +431,7 @@ func (p *Policy) Decide(ctx context.Context, in *wire.Input, opts DecideOptions)
 		res.Reasons = append(res.Reasons, wire.Reason{ID: ReasonRaised, Decision: top,
 			Message: fmt.Sprintf("the policy decided %s but one of its reasons is %s; the highest wins", decision, top)})
 	}
-	grant, problem := parseGrant(rs[0].Expressions[0].Value)
-	if problem != "" {
-		res.Decision = wire.Deny
-		res.Reasons = append(res.Reasons, wire.Reason{ID: ReasonSandboxInvalid, Decision: wire.Deny,
-			Message: "denied because the decision's sandbox object is invalid: " + problem})
-	}
-	if res.Decision != wire.Deny {
-		res.Sandbox = grant
-	}
-	sortReasons(res.Reasons)
-	return res, nil
+	return value, true
 }
 
 // CountExpressions evaluates the policy for in as Decide would (the same
@@ -472,18 +496,18 @@ func failClosed(res wire.PolicyResult, why string) wire.PolicyResult {
 }
 
 // parseResult checks the entrypoint's value; problem says what is wrong with it.
-func parseResult(v any) (decision wire.Decision, reasons []wire.Reason, problem string) {
+func parseResult(entry string, v any) (decision wire.Decision, reasons []wire.Reason, problem string) {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return "", nil, fmt.Sprintf("%s is %s, not an object", Entrypoint, describe(v))
+		return "", nil, fmt.Sprintf("%s is %s, not an object", entry, describe(v))
 	}
 	s, ok := obj["decision"].(string)
 	if !ok || !wire.Decision(s).Valid() {
-		return "", nil, fmt.Sprintf("%s.decision is %s, not one of allow, allow_with_checkpoint, require_approval, deny", Entrypoint, describe(obj["decision"]))
+		return "", nil, fmt.Sprintf("%s.decision is %s, not one of allow, allow_with_checkpoint, require_approval, deny", entry, describe(obj["decision"]))
 	}
 	list, ok := obj["reasons"].([]any)
 	if !ok && obj["reasons"] != nil {
-		return "", nil, fmt.Sprintf("%s.reasons is %s, not an array", Entrypoint, describe(obj["reasons"]))
+		return "", nil, fmt.Sprintf("%s.reasons is %s, not an array", entry, describe(obj["reasons"]))
 	}
 	reasons = make([]wire.Reason, 0, len(list))
 	for i, item := range list {
@@ -492,7 +516,7 @@ func parseResult(v any) (decision wire.Decision, reasons []wire.Reason, problem 
 		msg, _ := m["message"].(string)
 		d, _ := m["decision"].(string)
 		if m == nil || id == "" || !wire.Decision(d).Valid() {
-			return "", nil, fmt.Sprintf("%s.reasons[%d] is %s, not {id, message, decision} with one of the four decisions", Entrypoint, i, describe(item))
+			return "", nil, fmt.Sprintf("%s.reasons[%d] is %s, not {id, message, decision} with one of the four decisions", entry, i, describe(item))
 		}
 		reasons = append(reasons, wire.Reason{ID: id, Message: msg, Decision: wire.Decision(d)})
 	}

@@ -320,7 +320,10 @@ func (h *handlers) decide(ctx context.Context, name, id string, grant bool, reas
 				return err
 			}
 		}
-		_, err = v.DecideApproval(ctx, id, grant, reason, by, proof)
+		ap, err = v.DecideApproval(ctx, id, grant, reason, by, proof)
+		if err == nil && grant && ap.Request.Held != nil {
+			_, err = v.ApplyHeld(ctx, id, nil) // held changes apply as the run left them
+		}
 		return err
 	})
 }

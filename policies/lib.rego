@@ -43,6 +43,12 @@ config_shapes := {
 	"interpreters": "strings",
 	"evaluators": "strings",
 	"build_runners": "strings",
+	"effects_approval_paths": "strings",
+	"effects_approval_paths_except": "strings",
+	"effects_repo_creators": "string_lists",
+	"effects_max_deletions": "count",
+	"effects_disposable_paths": "strings",
+	"effects_executable_paths": "strings",
 }
 
 # shapes are the shapes of config_shapes: the JSON type of the value and
@@ -50,6 +56,7 @@ config_shapes := {
 shapes := {
 	"strings": {"type": "array", "name": "a list of strings"},
 	"string_lists": {"type": "object", "name": "an object of lists of strings"},
+	"count": {"type": "number", "name": "a whole number, 0 or more"},
 }
 
 # config_problems say what is wrong with data.avfs.config: it is not an
@@ -85,6 +92,12 @@ has_shape(value, "string_lists") if {
 	every list in value {
 		string_list(list)
 	}
+}
+
+has_shape(value, "count") if {
+	is_number(value)
+	value >= 0
+	value == round(value)
 }
 
 # string_list is true for a list of strings.

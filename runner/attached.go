@@ -101,14 +101,21 @@ func (r *Runner) restore(ctx context.Context, v *vault.Vault, name, ref string) 
 	if err != nil {
 		return res, err
 	}
+	r.invalidate(ctx, name, res.Changes)
+	return res, nil
+}
+
+// invalidate tells this process's attached mount of vault name, if any,
+// that changes landed under it (a restore, undone or held changes), so
+// the kernel forgets what it cached of them.
+func (r *Runner) invalidate(ctx context.Context, name string, changes []vault.Change) {
 	if a := r.attachedTo(name); a != nil && a.Session != nil {
-		paths := make([]string, 0, len(res.Changes))
-		for _, c := range res.Changes {
+		paths := make([]string, 0, len(changes))
+		for _, c := range changes {
 			paths = append(paths, c.Path)
 		}
 		a.Session.Invalidate(ctx, paths)
 	}
-	return res, nil
 }
 
 // Restore returns the vault name to checkpoint ref, as `avfs checkpoint

@@ -90,6 +90,9 @@ type Runner struct {
 	// Sandboxes, when set, prepares sandboxes ahead of the runs that take
 	// them (avfs serve, see NewSandboxPool); nil builds each for its run.
 	Sandboxes *sandbox.Pool
+	// SkipEffects turns the effects stage off (policy.skip_effects in the
+	// config): the changes of a run stay as the first decision had them.
+	SkipEffects bool
 
 	// fuseState, when set, replaces the process's (processFUSE): tests
 	// fake the mount with it.
@@ -269,6 +272,8 @@ func (x *execution) stages() []stage {
 		{"run", x.run},
 		{"unmount", x.unmount},
 		{"summary", x.summarize},
+		{"effects", x.effects},
+		{"audit", x.audit},
 	}
 }
 
@@ -301,6 +306,7 @@ type execution struct {
 	res     wire.PolicyResult // the decision, once decided
 	decided bool              // the policy decided (res holds its decision)
 	digest  string
+	input   *wire.Input    // the first decision's input, once parsed
 	details map[string]any // of the audit event
 	busy    time.Time      // until when to wait for the vault
 	cp      *vault.Checkpoint
@@ -493,6 +499,7 @@ func (x *execution) decide(ctx context.Context) error {
 		_ = v.Event(ctx, "exec", cwd, map[string]any{"id": x.out.ID, "decision": wire.Deny, "error": err.Error()})
 		return fmt.Errorf("proxy exec: load policy: %w", err)
 	}
+	x.input = input
 	res, err := p.Decide(ctx, input, engine.DecideOptions{Explain: req.Explain})
 	if err != nil {
 		return err
@@ -772,15 +779,22 @@ func (x *execution) listChanges(ctx context.Context) error {
 	return nil
 }
 
-// summarize lists the changes, rolls back if asked, and audits the run.
+// summarize lists the changes and takes the command's exit status.
 func (x *execution) summarize(ctx context.Context) error {
-	ctx = context.WithoutCancel(ctx)
-	v, req, pr := x.v, x.req, x.proc
-	if err := x.listChanges(ctx); err != nil {
+	if err := x.listChanges(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	x.status = exitStatus(pr)
-	if req.RollbackOnFailure && x.cp != nil && (pr.TimedOut || x.status != 0) {
+	x.status = exitStatus(x.proc)
+	return nil
+}
+
+// audit rolls back if asked (unless the effects stage already put the
+// changes aside) and audits the run.
+func (x *execution) audit(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
+	v, req, pr := x.v, x.req, x.proc
+	kept := x.out.Effects == nil || x.out.Effects.Outcome == wire.EffectsKept
+	if kept && req.RollbackOnFailure && x.cp != nil && (pr.TimedOut || exitStatus(pr) != 0) {
 		if _, err := x.r.restore(ctx, v, x.info.Name, strconv.FormatInt(x.cp.ID, 10)); err != nil {
 			return fmt.Errorf("roll back: %w", err)
 		}
@@ -794,6 +808,9 @@ func (x *execution) summarize(ctx context.Context) error {
 	d["exit_code"], d["timed_out"], d["changes"] = pr.ExitCode, pr.TimedOut, x.out.ChangesTotal
 	if x.out.Rollback != nil {
 		d["rolled_back"] = true
+	}
+	if e := x.out.Effects; e != nil {
+		d["effects"], d["effects_outcome"], d["effects_reasons"] = e.Decision, e.Outcome, reasonIDs(e.Reasons)
 	}
 	return v.Event(ctx, "exec", x.cwd, d)
 }
@@ -1024,6 +1041,9 @@ func octal(m *wire.FileMode) string {
 	}
 	return m.String()
 }
+
+// WireChanges is the envelope's form of vault changes.
+func WireChanges(cs []vault.Change) []wire.Change { return wireChanges(cs) }
 
 func wireChanges(cs []vault.Change) []wire.Change {
 	out := make([]wire.Change, 0, len(cs))

@@ -24,16 +24,19 @@ const (
 
 // ApprovalRequest is what a run that needs approval records.
 type ApprovalRequest struct {
-	Argv           []string      `json:"argv"`
-	Shell          string        `json:"shell,omitempty"`
-	Cwd            string        `json:"cwd"`
-	Env            []string      `json:"env,omitempty"`      // --env KEY or KEY=VALUE the run asks for
-	Readonly       bool          `json:"readonly,omitempty"` // a --readonly run
-	Vault          string        `json:"vault"`
-	BundleRevision string        `json:"bundle_revision"`
-	Reasons        []string      `json:"reasons"` // rule ids that asked for approval
-	Digest         string        `json:"-"`       // what the approval is bound to
-	TTL            time.Duration `json:"-"`
+	Argv           []string `json:"argv"`
+	Shell          string   `json:"shell,omitempty"`
+	Cwd            string   `json:"cwd"`
+	Env            []string `json:"env,omitempty"`      // --env KEY or KEY=VALUE the run asks for
+	Readonly       bool     `json:"readonly,omitempty"` // a --readonly run
+	Vault          string   `json:"vault"`
+	BundleRevision string   `json:"bundle_revision"`
+	Reasons        []string `json:"reasons"` // rule ids that asked for approval
+	// Held, set when the effects policy held a run's changes, names where
+	// they wait: granting applies them (ApplyHeld), denying discards them.
+	Held   *HeldRef      `json:"held,omitempty"`
+	Digest string        `json:"-"` // what the approval is bound to
+	TTL    time.Duration `json:"-"`
 }
 
 // Approval is a stored approval.
@@ -181,6 +184,11 @@ func (v *Vault) DecideApproval(ctx context.Context, id string, grant bool, reaso
 			return err
 		}
 		t.audit("approval."+map[bool]string{true: "grant", false: "deny"}[grant], a.Request.Cwd, map[string]any{"id": id, "reason": reason, "by": by})
+		if !grant {
+			if err := t.discardHeld(a); err != nil {
+				return err
+			}
+		}
 		out, err = findApproval(ctx, t.tx, id, time.Unix(0, t.now))
 		return err
 	})

@@ -220,58 +220,11 @@ func (v *Vault) RestoreCheckpointWith(ctx context.Context, ref string, opt Resto
 			return err
 		}
 		res.Checkpoint = cp
-		g, G := cp.Generation, t.st.gen
-		changes, err := diffGens(ctx, t.tx, G, g)
+		changes, err := t.restoreGen(cp.Generation, opt.Progress, &total)
 		if err != nil {
 			return err
 		}
 		res.Changes = changes
-		// Inodes whose live row differs from the checkpoint, for history.
-		affected, err := changedInodes(ctx, t.tx, g, G)
-		if err != nil {
-			return err
-		}
-		for _, tbl := range []string{"inodes", "dentries"} {
-			cols := inodeCols
-			sel := "ino, ?, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks, xattrs"
-			if tbl == "dentries" {
-				cols, sel = "parent, name, gen_from, ino", "parent, name, ?, ino"
-			}
-			if _, err := t.tx.ExecContext(ctx, "DELETE FROM "+tbl+" WHERE gen_to = ? AND gen_from = ? AND gen_from > 1", live, G); err != nil {
-				return err
-			}
-			if _, err := t.tx.ExecContext(ctx, "UPDATE "+tbl+" SET gen_to = ? WHERE gen_to = ? AND gen_from > ? AND gen_from > 1", G, live, g); err != nil {
-				return err
-			}
-			if _, err := t.tx.ExecContext(ctx, "INSERT INTO "+tbl+" ("+cols+") SELECT "+sel+" FROM "+tbl+" WHERE gen_to > ? AND gen_to < ? AND gen_from <= ?", G, g, live, g); err != nil {
-				return err
-			}
-		}
-		t.st.files, t.st.bytes = cp.Files, cp.Bytes
-		t.pathsChanged() // entries came back or went: directory paths may differ
-		total = Work{Items: int64(len(affected))}
-		opt.Progress.report(Work{}, total)
-		for i, ino := range affected {
-			if i > 0 {
-				opt.Progress.report(Work{Items: int64(i)}, total)
-			}
-			in, err := getInode(ctx, t.tx, ino.ino)
-			switch {
-			case err == nil:
-				if err := t.recordVersionAt(in, "", "restore"); err != nil {
-					return err
-				}
-			case wire.HasCode(err, wire.CodeNotFound):
-				if ino.kind != KindDir && ino.path != "" {
-					gone := &inode{ino: ino.ino, kind: ino.kind, mode: ino.mode, size: ino.size, target: ino.target, chunks: ino.chunks}
-					if err := t.recordVersionAt(gone, ino.path, "delete"); err != nil {
-						return err
-					}
-				}
-			default:
-				return err
-			}
-		}
 		t.audit("checkpoint.restore", "/", map[string]any{"id": cp.ID, "name": cp.Name, "changes": len(changes)})
 		return nil
 	})
@@ -279,6 +232,82 @@ func (v *Vault) RestoreCheckpointWith(ctx context.Context, ref string, opt Resto
 		opt.Progress.report(total, total)
 	}
 	return res, err
+}
+
+// restoreGen returns the vault's current state to the state at generation
+// g, in t, and lists what that changed (Diff from now to g). It records
+// the history of every inode it changes; the caller sets the file and byte
+// counts and audits. g may be older or newer than the current state (a
+// held run's changes are brought forward this way: ApplyHeld), as long as
+// a checkpoint or mark pins it. progress is told the entries done against
+// *total.
+func (t *txn) restoreGen(g int64, progress ProgressFunc, total *Work) ([]Change, error) {
+	ctx := t.ctx
+	G := t.st.gen
+	changes, err := diffGens(ctx, t.tx, G, g)
+	if err != nil {
+		return nil, err
+	}
+	// Inodes whose live row differs from the checkpoint, for history.
+	affected, err := changedInodes(ctx, t.tx, g, G)
+	if err != nil {
+		return nil, err
+	}
+	// The usage counters at g: those of now, less the live inodes that
+	// changed after g, plus the rows of g that are no longer live. Only
+	// the changed rows are read.
+	var nowN, nowBytes, thenN, thenBytes int64
+	if err := t.tx.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(CASE WHEN kind = ? THEN size END), 0) FROM inodes WHERE gen_to = ? AND gen_from > ?",
+		KindFile, live, g).Scan(&nowN, &nowBytes); err != nil {
+		return nil, err
+	}
+	if err := t.tx.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(CASE WHEN kind = ? THEN size END), 0) FROM inodes WHERE gen_from <= ? AND gen_to > ? AND gen_to < ?",
+		KindFile, g, g, live).Scan(&thenN, &thenBytes); err != nil {
+		return nil, err
+	}
+	t.st.files += thenN - nowN
+	t.st.bytes += thenBytes - nowBytes
+	for _, tbl := range []string{"inodes", "dentries"} {
+		cols := inodeCols
+		sel := "ino, ?, kind, mode, uid, gid, size, nlink, mtime_ns, ctime_ns, atime_ns, target, chunks, xattrs"
+		if tbl == "dentries" {
+			cols, sel = "parent, name, gen_from, ino", "parent, name, ?, ino"
+		}
+		if _, err := t.tx.ExecContext(ctx, "DELETE FROM "+tbl+" WHERE gen_to = ? AND gen_from = ? AND gen_from > 1", live, G); err != nil {
+			return nil, err
+		}
+		if _, err := t.tx.ExecContext(ctx, "UPDATE "+tbl+" SET gen_to = ? WHERE gen_to = ? AND gen_from > ? AND gen_from > 1", G, live, g); err != nil {
+			return nil, err
+		}
+		if _, err := t.tx.ExecContext(ctx, "INSERT INTO "+tbl+" ("+cols+") SELECT "+sel+" FROM "+tbl+" WHERE gen_to > ? AND gen_to < ? AND gen_from <= ?", G, g, live, g); err != nil {
+			return nil, err
+		}
+	}
+	t.pathsChanged() // entries came back or went: directory paths may differ
+	*total = Work{Items: int64(len(affected))}
+	progress.report(Work{}, *total)
+	for i, ino := range affected {
+		if i > 0 {
+			progress.report(Work{Items: int64(i)}, *total)
+		}
+		in, err := getInode(ctx, t.tx, ino.ino)
+		switch {
+		case err == nil:
+			if err := t.recordVersionAt(in, "", "restore"); err != nil {
+				return nil, err
+			}
+		case wire.HasCode(err, wire.CodeNotFound):
+			if ino.kind != KindDir && ino.path != "" {
+				gone := &inode{ino: ino.ino, kind: ino.kind, mode: ino.mode, size: ino.size, target: ino.target, chunks: ino.chunks}
+				if err := t.recordVersionAt(gone, ino.path, "delete"); err != nil {
+					return nil, err
+				}
+			}
+		default:
+			return nil, err
+		}
+	}
+	return changes, nil
 }
 
 type changedIno struct {

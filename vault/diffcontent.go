@@ -33,7 +33,14 @@ type ContentChange struct {
 // invalid_path for a bad path, and as Diff and FileReader do; fn's error ends the walk and is
 // returned as it is. Cost: Diff's, then what fn reads.
 func (v *Vault) DiffContent(ctx context.Context, from, to, under string, fn func(ContentChange) error) error {
-	const op = "diff checkpoints"
+	return v.diffContent(ctx, "diff checkpoints", under, func(q querier, st state) (int64, int64, error) {
+		return checkpointSpan(ctx, q, st, from, to)
+	}, fn)
+}
+
+// diffContent is DiffContent between the generations span finds in the
+// snapshot.
+func (v *Vault) diffContent(ctx context.Context, op, under string, span func(q querier, st state) (int64, int64, error), fn func(ContentChange) error) error {
 	if under == "" {
 		under = "/"
 	}
@@ -56,7 +63,7 @@ func (v *Vault) DiffContent(ctx context.Context, from, to, under string, fn func
 		if err != nil {
 			return err
 		}
-		ga, gb, err := checkpointSpan(ctx, q, st, from, to)
+		ga, gb, err := span(q, st)
 		if err != nil {
 			return err
 		}

@@ -37,6 +37,10 @@ type Envelope struct {
 	ChangesTotal     int             `json:"changes_total"`
 	ChangesTruncated bool            `json:"changes_truncated"`
 	Rollback         *RollbackReport `json:"rollback"` // set when --rollback-on-failure restored the checkpoint
+	// Effects is the effects policy's decision on what the run did and
+	// what became of its changes; null when no effects stage ran (the
+	// command did not run, a --readonly run, a policy without one).
+	Effects *EffectsReport `json:"effects"`
 	// Hints are advice about the run (a network_off hint for a command
 	// that failed for lack of a network), absent when there is none.
 	Hints  []Hint     `json:"hints,omitempty"`
@@ -164,6 +168,7 @@ type Timing struct {
 	SandboxMS    float64 `json:"sandbox_ms"`    // building the sandbox and tearing it down (0 without one)
 	RunMS        float64 `json:"run_ms"`
 	SummaryMS    float64 `json:"summary_ms"`
+	EffectsMS    float64 `json:"effects_ms"` // listing the changes with their content and deciding on them
 	TotalMS      float64 `json:"total_ms"`
 }
 

@@ -44,6 +44,7 @@ const (
 	CodeSandbox            Code = "sandbox_unavailable"   // the sandbox cannot be built here (what the kernel refused is in step and errno); nothing ran
 	CodeWritableTrust      Code = "trust_writable"        // without a sandbox, the command could rewrite what avfs trusts (approver key, config, policy); nothing ran
 	CodeAuditKey           Code = "audit_key_invalid"     // the installation's audit key file cannot be trusted or read (a symlink, another owner, group/world access, wrong size)
+	CodeConflict           Code = "conflict"              // the vault changed since what was asked for was computed (held changes, a preview); nothing applied
 	CodeMergeConflict      Code = "merge_conflict"        // vault merge found paths both vaults changed and no choice resolves; nothing was applied; details list them
 	CodeInternal           Code = "internal"              // a bug or an unexpected storage failure
 )

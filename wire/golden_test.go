@@ -65,6 +65,16 @@ func goldenEnvelopes() map[string]Envelope {
 	unsandboxed.ID = "ex-20261129T120415-eeeeeeeeeeee"
 	unsandboxed.Sandbox = &SandboxReport{Mode: SandboxNone, Reason: "--sandbox none", Workspace: ran.Mount.Dir, Home: ran.Mount.Dir, Network: NetworkHost}
 	unsandboxed.Timing.SandboxMS = 0
+	held := ran
+	held.ID = "ex-20261129T120418-cdcdcdcdcdcd"
+	held.Command = CommandReport{Argv: []string{"sh", "-c", "cp hook .git/hooks/pre-commit"}, Cwd: "/"}
+	held.Effects = &EffectsReport{Decision: RequireApproval, Outcome: EffectsHeld, EvalUS: 210,
+		Reasons: []Reason{{ID: "avfs.effects.protected_path", Message: "A file that later runs code (git hooks, git configuration, CI configuration) changed: /.git/hooks/pre-commit (added)", Decision: RequireApproval}},
+		Held:    &CheckpointRef{ID: 4, Name: "held-ex-20261129T120418-cdcdcdcdcdcd"}}
+	held.Approval = &ApprovalRef{ID: "ap-5c1d9e0b7a3f2468", Status: "pending", ExpiresAt: time.Date(2026, 11, 29, 13, 4, 18, 0, time.UTC)}
+	held.Changes = []Change{{Path: "/.git/hooks/pre-commit", Op: "added", Kind: "file", SizeAfter: i64(120), ModeAfter: "0755"}}
+	held.ChangesTotal = 1
+	held.Timing.EffectsMS = 0.6
 	failed := denied
 	failed.ID, failed.Decision = "ex-20261129T120414-dddddddddddd", AllowWithCheckpoint
 	failed.Error = &ErrorBody{Code: CodeMountFailed, Message: "proxy exec: the mount was not ready after 30s"}
@@ -107,7 +117,7 @@ func goldenEnvelopes() map[string]Envelope {
 	forked.ID, forked.Vault, forked.ForkedFrom = "ex-20261129T120419-efefefefefef", "attempt-1", "default"
 	forked.Checkpoint = &CheckpointRef{ID: 1, Name: forked.ID}
 	return map[string]Envelope{"envelope_forked": forked, "envelope_raw_names": rawNames, "envelope_ran": ran, "envelope_denied": denied, "envelope_approval": approval, "envelope_timed_out": timedOut, "envelope_failed": failed,
-		"envelope_unsandboxed": unsandboxed, "envelope_network_off": networkOff, "envelope_fallback": fellBack}
+		"envelope_unsandboxed": unsandboxed, "envelope_network_off": networkOff, "envelope_fallback": fellBack, "envelope_effects_held": held}
 }
 
 // TestGoldenEnvelopes pins the envelope's JSON and checks it against the

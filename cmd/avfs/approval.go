@@ -247,6 +247,13 @@ func approvalCommand(e *env) *cli.Command {
 	}
 }
 
+// approvalDecided is what `approval grant|deny --json` prints: the
+// approval, and for a grant of held changes the changes it applied.
+type approvalDecided struct {
+	vault.Approval
+	Applied []wire.Change `json:"applied,omitempty"`
+}
+
 func approvalDecideCommand(e *env, grant bool) *cli.Command {
 	name, usage := "deny", "deny a pending approval"
 	flags := []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why, for the audit log"}}
@@ -295,8 +302,24 @@ func approvalDecideCommand(e *env, grant bool) *cli.Command {
 				if err != nil {
 					return err
 				}
-				return e.emit(ap, func(w io.Writer) error {
+				out := approvalDecided{Approval: ap}
+				if grant && ap.Request.Held != nil {
+					// Held changes are applied now, exactly as the run left
+					// them: nothing runs again.
+					res, err := v.ApplyHeld(c.Context, ap.ID, nil)
+					if err != nil {
+						return err
+					}
+					if ap, err = v.Approval(c.Context, ap.ID); err != nil {
+						return err
+					}
+					out = approvalDecided{Approval: ap, Applied: runner.WireChanges(res.Changes)}
+				}
+				return e.emit(out, func(w io.Writer) error {
 					_, err := fmt.Fprintf(w, "%s %s\n", ap.ID, ap.Status)
+					if err == nil && out.Applied != nil {
+						_, err = fmt.Fprintf(w, "applied the %d held change(s) of the run\n", len(out.Applied))
+					}
 					return err
 				})
 			})

@@ -82,6 +82,11 @@ type policyConfig struct {
 	// evalTimeout.
 	EvalTimeout string `json:"eval_timeout"`
 	evalTimeout time.Duration
+	// SkipEffects turns the effects stage off: a run's changes stay
+	// whatever data.avfs.effects.decision would say (docs/envelope.md,
+	// "Policy over effects"). Only the config can say so, never a flag
+	// the agent's call could carry.
+	SkipEffects bool `json:"skip_effects"`
 }
 
 // engineOptions are the options the policy is compiled with.

@@ -215,7 +215,7 @@ func (e *env) proxyRunner(c *cli.Context) (*runner.Runner, error) {
 	}
 	exe, _ := os.Executable() // for the run's guard and the sandbox's init
 	return &runner.Runner{Store: store, LoadPolicy: load, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key, ApproverPublicKey: pub,
-		RunDir: filepath.Join(e.home, "run"), Sandbox: sb, Trusted: trustedPaths(e.home, cfg, opts)}, nil
+		RunDir: filepath.Join(e.home, "run"), Sandbox: sb, Trusted: trustedPaths(e.home, cfg, opts), SkipEffects: cfg.Policy.SkipEffects}, nil
 }
 
 // trustedPaths are the files and directories whose content decides what

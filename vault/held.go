@@ -1,0 +1,235 @@
+package vault
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"avfs/wire"
+)
+
+// ContentHash identifies the content the reader reads: "sha256:" and the
+// hex SHA-256 of a file's chunk hashes in order (equal content, equal
+// hash, whatever its history), or of a symlink's target. It reads nothing.
+func (r *FileReader) ContentHash() string {
+	h := sha256.New()
+	if r.in != nil {
+		h.Write(r.in.chunks)
+	} else {
+		h.Write(r.lit)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// ChangesSinceContent calls fn, in path order, with each change since the
+// mark (ChangesSince's list) and readers of the content on each side, as
+// DiffContent does between checkpoints: one snapshot, readers valid until
+// fn returns. A released mark is invalid_input.
+func (v *Vault) ChangesSinceContent(ctx context.Context, m Mark, fn func(ContentChange) error) error {
+	return v.diffContent(ctx, "list changes", "/", func(q querier, st state) (int64, int64, error) {
+		var gen int64
+		err := q.QueryRowContext(ctx, "SELECT gen FROM marks WHERE id = ?", m.ID).Scan(&gen)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, 0, wire.Errorf(wire.CodeInvalidInput, "mark %d was released", m.ID)
+		}
+		return gen, st.gen, err
+	}, fn)
+}
+
+// Held is where a run's held changes wait for an approval (HoldChanges):
+// the checkpoint of the state the run left, and the checkpoint of the
+// state the vault went back to. Both are ordinary checkpoints (listed,
+// named "held-TAG" and "base-TAG"), so nothing else frees their rows.
+type Held struct {
+	Held Checkpoint `json:"held"`
+	Base Checkpoint `json:"base"`
+}
+
+// HeldRef is what an approval of held changes records of them.
+type HeldRef struct {
+	Held int64 `json:"held_checkpoint"`
+	Base int64 `json:"base_checkpoint"`
+}
+
+// HoldChanges sets a run's changes aside, in one transaction: it saves the
+// current state as checkpoint "held-TAG", returns the vault to the state
+// of mark m (the run's start; as RestoreCheckpoint does, history and audit
+// included) and saves that as "base-TAG". The vault is then as before the
+// run; ApplyHeld later brings the held state back exactly (no re-run),
+// DiscardHeld drops it. Cost: two O(1) checkpoints and a restore that
+// grows with the run's changes. It fails with invalid_input for a
+// released mark, and as RestoreCheckpoint does (vault_busy under another
+// process's writer mount); on failure nothing changed.
+func (v *Vault) HoldChanges(ctx context.Context, m Mark, tag string) (Held, RestoreResult, error) {
+	var h Held
+	var res RestoreResult
+	err := v.update(ctx, "hold changes", func(t *txn) error {
+		if err := refuseIfMounted(t, "hold changes"); err != nil {
+			return err
+		}
+		var gen int64
+		err := t.tx.QueryRowContext(ctx, "SELECT gen FROM marks WHERE id = ?", m.ID).Scan(&gen)
+		if errors.Is(err, sql.ErrNoRows) {
+			return wire.Errorf(wire.CodeInvalidInput, "mark %d was released", m.ID)
+		}
+		if err != nil {
+			return err
+		}
+		if h.Held, err = t.saveCheckpoint("held-"+tag, "changes of "+tag+" held for approval"); err != nil {
+			return err
+		}
+		var total Work
+		if res.Changes, err = t.restoreGen(gen, nil, &total); err != nil {
+			return err
+		}
+		if h.Base, err = t.saveCheckpoint("base-"+tag, "the vault without the held changes of "+tag); err != nil {
+			return err
+		}
+		res.Checkpoint = h.Base
+		t.audit("effects.hold", "/", map[string]any{"tag": tag, "held": h.Held.ID, "base": h.Base.ID, "changes": len(res.Changes)})
+		return nil
+	})
+	return h, res, err
+}
+
+// ApplyHeld makes the held changes of approval id the vault's, in one
+// transaction: the approval must be granted (check, when not nil, verifies
+// the grant's proof first) and hold changes; the vault must not have
+// moved since they were held (its state is still the base checkpoint's),
+// else it fails with conflict and changes nothing. Then the vault takes
+// the held state exactly (the bytes the run wrote; nothing runs again),
+// the approval is used, and both checkpoints are deleted. Errors:
+// approval_not_found, approval_rejected (pending, denied, used, expired,
+// no held changes), conflict, checkpoint_not_found when a checkpoint was
+// deleted by hand, vault_busy under another process's writer mount.
+func (v *Vault) ApplyHeld(ctx context.Context, id string, check func(Approval) error) (RestoreResult, error) {
+	var res RestoreResult
+	err := v.update(ctx, "apply held changes", func(t *txn) error {
+		if err := refuseIfMounted(t, "apply held changes"); err != nil {
+			return err
+		}
+		a, err := findApproval(ctx, t.tx, id, time.Unix(0, t.now))
+		if err != nil {
+			return err
+		}
+		reject := func(why string) error {
+			return wire.Errorf(wire.CodeApprovalRejected, "approval %s cannot apply held changes: %s", id, why).With("approval", id).With("status", a.Status)
+		}
+		if a.Request.Held == nil {
+			return reject("it holds no changes (run the command again with --approval)")
+		}
+		if a.Status != ApprovalGranted {
+			return reject("it is " + a.Status + ", not granted")
+		}
+		if check != nil {
+			if err := check(a); err != nil {
+				return err
+			}
+		}
+		held, base, err := heldCheckpoints(t, a.Request.Held)
+		if err != nil {
+			return err
+		}
+		moved, err := diffGens(ctx, t.tx, base.Generation, t.st.gen)
+		if err != nil {
+			return err
+		}
+		if len(moved) > 0 {
+			paths := make([]string, 0, min(len(moved), 20))
+			for _, c := range moved[:min(len(moved), 20)] {
+				paths = append(paths, c.Path)
+			}
+			return wire.Errorf(wire.CodeConflict, "approval %s: the vault changed since its changes were held (%d paths, e.g. %s); they are not applied", id, len(moved), paths[0]).
+				With("approval", id).With("paths", paths).With("changed", len(moved))
+		}
+		var total Work
+		if res.Changes, err = t.restoreGen(held.Generation, nil, &total); err != nil {
+			return err
+		}
+		res.Checkpoint = held
+		if err := t.dropHeld(held, base); err != nil {
+			return err
+		}
+		if _, err := t.tx.ExecContext(ctx, "UPDATE approvals SET status = ?, used_ns = ? WHERE id = ?", ApprovalUsed, t.now, id); err != nil {
+			return err
+		}
+		t.audit("effects.apply", "/", map[string]any{"approval": id, "held": held.ID, "changes": len(res.Changes)})
+		return nil
+	})
+	return res, err
+}
+
+// heldCheckpoints finds the two checkpoints of ref.
+func heldCheckpoints(t *txn, ref *HeldRef) (held, base Checkpoint, err error) {
+	if held, err = findCheckpoint(t.ctx, t.tx, fmt.Sprint(ref.Held)); err != nil {
+		return
+	}
+	base, err = findCheckpoint(t.ctx, t.tx, fmt.Sprint(ref.Base))
+	return
+}
+
+// dropHeld deletes the checkpoints of held changes and the rows only they kept.
+func (t *txn) dropHeld(cps ...Checkpoint) error {
+	for _, cp := range cps {
+		if _, err := t.tx.ExecContext(t.ctx, "DELETE FROM checkpoints WHERE id = ?", cp.ID); err != nil {
+			return err
+		}
+		if err := dropUnpinnedRows(t.ctx, t.tx, cp.Generation); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// discardHeld drops the held changes of approval a, when it holds any
+// whose checkpoints are still there (a denied approval's).
+func (t *txn) discardHeld(a Approval) error {
+	if a.Request.Held == nil {
+		return nil
+	}
+	held, base, err := heldCheckpoints(t, a.Request.Held)
+	if wire.HasCode(err, wire.CodeCheckpointNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := t.dropHeld(held, base); err != nil {
+		return err
+	}
+	t.audit("effects.discard", "/", map[string]any{"approval": a.ID, "held": held.ID})
+	return nil
+}
+
+// RestoreMark returns the vault to the state of mark m, as
+// RestoreCheckpoint does for a checkpoint (one transaction, history and
+// audit, refused under another process's writer mount): how a run whose
+// changes the effects policy denied is undone. A released mark is
+// invalid_input.
+func (v *Vault) RestoreMark(ctx context.Context, m Mark, why string) (RestoreResult, error) {
+	var res RestoreResult
+	err := v.update(ctx, "undo run", func(t *txn) error {
+		if err := refuseIfMounted(t, "undo run"); err != nil {
+			return err
+		}
+		var gen int64
+		err := t.tx.QueryRowContext(ctx, "SELECT gen FROM marks WHERE id = ?", m.ID).Scan(&gen)
+		if errors.Is(err, sql.ErrNoRows) {
+			return wire.Errorf(wire.CodeInvalidInput, "mark %d was released", m.ID)
+		}
+		if err != nil {
+			return err
+		}
+		var total Work
+		if res.Changes, err = t.restoreGen(gen, nil, &total); err != nil {
+			return err
+		}
+		t.audit("effects.undo", "/", map[string]any{"why": why, "changes": len(res.Changes)})
+		return nil
+	})
+	return res, err
+}
