@@ -10,6 +10,23 @@ package avfs.effect_rules.defaults
 
 import data.avfs.lib
 
+# changes are the entries of input.changes whose fields the rules read
+# have their types (the entrypoint denies an input where one has not).
+changes := [c |
+	some c in input.changes
+	well_formed(c)
+] if {
+	is_array(input.changes)
+} else := []
+
+well_formed(c) if {
+	is_string(c.path)
+	is_string(c.op)
+	is_string(c.kind)
+	is_string(c.mode_before)
+	is_string(c.mode_after)
+}
+
 # METADATA
 # title: A file that later runs code (git hooks, git configuration, CI configuration) changed
 # description: |
@@ -23,7 +40,7 @@ import data.avfs.lib
 #   id: avfs.effects.protected_path
 #   decision: require_approval
 reasons contains lib.reason(rego.metadata.rule(), sprintf("%s (%s)", [c.path, c.op])) if {
-	some c in input.changes
+	some c in changes
 	protected(c)
 	not new_repository_file(c)
 }
@@ -47,7 +64,7 @@ new_repository_file(c) if {
 	c.op == "added"
 	endswith(c.path, "/.git/config")
 	gitdir := trim_suffix(c.path, "/config")
-	some d in input.changes
+	some d in changes
 	d.path == gitdir
 	d.op == "added"
 	d.kind == "dir"
@@ -70,7 +87,7 @@ creates_repository if {
 #   id: avfs.effects.many_deletions
 #   decision: require_approval
 reasons contains lib.reason(rego.metadata.rule(), sprintf("%d deleted (more than %d)", [n, lib.cfg.effects_max_deletions])) if {
-	n := count([c | some c in input.changes; c.op == "deleted"; not disposable(c.path)])
+	n := count([c | some c in changes; c.op == "deleted"; not disposable(c.path)])
 	n > lib.cfg.effects_max_deletions
 }
 
@@ -85,7 +102,7 @@ disposable(path) if {
 #   id: avfs.effects.setuid
 #   decision: require_approval
 reasons contains lib.reason(rego.metadata.rule(), sprintf("%s (%s)", [c.path, c.mode_after])) if {
-	some c in input.changes
+	some c in changes
 	c.op != "deleted"
 	setid(c.mode_after)
 }
@@ -98,21 +115,31 @@ setid(mode) if {
 }
 
 # METADATA
-# title: The run made a file executable outside the places builds put executables
+# title: A file became executable outside the places builds put executables, and no command of the run makes executables
 # description: |
 #   A regular file that was added executable, or became executable, at a
 #   path none of effects_executable_paths matches (bin directories,
-#   dependencies, build outputs, scripts).
+#   dependencies, build outputs, scripts), by a run none of whose commands
+#   is in effects_executable_makers (chmod, install, compilers, build
+#   tools, git): an executable the command line did not show would appear.
 # custom:
 #   id: avfs.effects.executable
 #   decision: require_approval
 reasons contains lib.reason(rego.metadata.rule(), sprintf("%s (%s)", [c.path, c.mode_after])) if {
-	some c in input.changes
+	some c in changes
 	c.kind == "file"
 	c.op != "deleted"
 	executable(c.mode_after)
 	not executable(c.mode_before)
 	not expected_executable(c.path)
+	not makes_executables
+}
+
+# makes_executables is true when a command of the run is one whose work is
+# making files executable.
+makes_executables if {
+	some cmd in object.get(input.command, "commands", [])
+	lib.program_in(cmd.program, lib.cfg.effects_executable_makers)
 }
 
 # executable is true for an octal mode with an execute bit (owner, group

@@ -49,6 +49,7 @@ config_shapes := {
 	"effects_max_deletions": "count",
 	"effects_disposable_paths": "strings",
 	"effects_executable_paths": "strings",
+	"effects_executable_makers": "strings",
 }
 
 # shapes are the shapes of config_shapes: the JSON type of the value and

@@ -100,7 +100,7 @@ func stable(t *testing.T, raw []byte) []byte {
 	if err := json.Unmarshal(raw, &env); err != nil {
 		t.Fatal(err)
 	}
-	env.ID, env.Vault, env.Timing, env.Policy.EvalUS = "", "", wire.Timing{}, 0
+	env.ID, env.Vault, env.Timing, env.Policy.EvalUS, env.DecisionID = "", "", wire.Timing{}, 0, ""
 	if env.Checkpoint != nil {
 		env.Checkpoint.Name = ""
 	}
@@ -115,6 +115,9 @@ func stable(t *testing.T, raw []byte) []byte {
 	}
 	if env.Process != nil {
 		env.Process.DurationMS = 0
+	}
+	if env.Effects != nil {
+		env.Effects.EvalUS = 0
 	}
 	var b bytes.Buffer
 	if err := writeJSON(&b, env); err != nil {

@@ -142,6 +142,20 @@ test_new_executables_outside_expected_places_need_approval if {
 	}
 }
 
+test_commands_that_make_executables if {
+	every argv in [
+		["chmod", "+x", "tool"],
+		["make"],
+		["go", "build", "-o", "app", "."],
+		["cc", "-o", "a", "a.c"],
+		["git", "checkout", "main"],
+	] {
+		decision_of(effects(argv, [change("/app", "added", "file", "", "0755")])) == "allow"
+	}
+	decision_of(effects(["python3", "gen.py"], [change("/app", "added", "file", "", "0755")])) == "require_approval"
+	decision_of(effects(["tar", "xf", "a.tar"], [change("/app", "added", "file", "", "0755")])) == "require_approval"
+}
+
 test_expected_executables_are_kept if {
 	every c in [
 		change("/bin/tool", "added", "file", "", "0755"),
