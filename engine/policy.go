@@ -534,6 +534,14 @@ var grantFields = map[string]func(g *wire.SandboxGrant, v any) (problem string){
 		g.Network = wire.Network(s)
 		return ""
 	},
+	"preview": func(g *wire.SandboxGrant, v any) string {
+		b, ok := v.(bool)
+		if !ok {
+			return fmt.Sprintf("%s.sandbox.preview is %s, not a boolean", Entrypoint, describe(v))
+		}
+		g.Preview = b
+		return ""
+	},
 }
 
 // parseGrant reads the decision's optional sandbox object; problem says

@@ -265,8 +265,11 @@ func TestSandboxGrant(t *testing.T) {
 		sandbox  string // Rego of the sandbox object, "" for none
 		want     wire.Decision
 		grant    wire.Network
+		preview  bool
 		invalid  string // part of the sandbox_invalid message, "" when valid
 	}{
+		{name: "preview", decision: "require_approval", reason: "require_approval", sandbox: `{"preview": true}`, want: wire.RequireApproval, preview: true},
+		{name: "preview not a boolean", decision: "require_approval", reason: "require_approval", sandbox: `{"preview": "yes"}`, want: wire.Deny, invalid: `sandbox.preview is "yes", not a boolean`},
 		{name: "absent", decision: "allow", reason: "allow", want: wire.Allow},
 		{name: "empty", decision: "allow", reason: "allow", sandbox: `{}`, want: wire.Allow},
 		{name: "host", decision: "require_approval", reason: "require_approval", sandbox: `{"network": "host"}`, want: wire.RequireApproval, grant: wire.NetworkHost},
@@ -276,7 +279,7 @@ func TestSandboxGrant(t *testing.T) {
 		{name: "not an object", decision: "allow", reason: "allow", sandbox: `"host"`, want: wire.Deny, invalid: `sandbox is "host", not an object`},
 		{name: "null", decision: "allow", reason: "allow", sandbox: `null`, want: wire.Deny, invalid: "sandbox is missing or null, not an object"},
 		{name: "array", decision: "allow", reason: "allow", sandbox: `[{"network": "host"}]`, want: wire.Deny, invalid: "not an object"},
-		{name: "unknown key", decision: "require_approval", reason: "require_approval", sandbox: `{"network": "host", "mounts": ["/"]}`, want: wire.Deny, invalid: `unknown key "mounts" (known: network)`},
+		{name: "unknown key", decision: "require_approval", reason: "require_approval", sandbox: `{"network": "host", "mounts": ["/"]}`, want: wire.Deny, invalid: `unknown key "mounts" (known: network, preview)`},
 		{name: "network not a string", decision: "allow", reason: "allow", sandbox: `{"network": true}`, want: wire.Deny, invalid: "sandbox.network is true, not one of host, none"},
 		{name: "network null", decision: "allow", reason: "allow", sandbox: `{"network": null}`, want: wire.Deny, invalid: "sandbox.network is missing or null"},
 		{name: "network unknown", decision: "allow", reason: "allow", sandbox: `{"network": "lan"}`, want: wire.Deny, invalid: `sandbox.network is "lan"`},
@@ -298,7 +301,7 @@ func TestSandboxGrant(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Decision != tt.want || res.Sandbox.Network != tt.grant {
+			if res.Decision != tt.want || res.Sandbox.Network != tt.grant || res.Sandbox.Preview != tt.preview {
 				t.Errorf("got %s %+v, want %s with network %q", res.Decision, res.Sandbox, tt.want, tt.grant)
 			}
 			if !slices.ContainsFunc(res.Reasons, func(r wire.Reason) bool { return r.ID == "test.r" }) {

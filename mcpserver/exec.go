@@ -321,8 +321,10 @@ func (h *handlers) decide(ctx context.Context, name, id string, grant bool, reas
 			}
 		}
 		ap, err = v.DecideApproval(ctx, id, grant, reason, by, proof)
-		if err == nil && grant && ap.Request.Held != nil {
-			_, err = v.ApplyHeld(ctx, id, nil) // held changes apply as the run left them
+		if err == nil {
+			// Held or previewed changes apply as the run left them (or a
+			// denied preview's fork goes).
+			_, err = h.cfg.Store.SettleApproval(ctx, v, ap, nil)
 		}
 		return err
 	})

@@ -57,6 +57,12 @@ func (x *execution) effects(ctx context.Context) error {
 		report.Outcome = wire.EffectsUndone
 		x.status = wire.ExitNotRun
 	case wire.RequireApproval:
+		if x.preview {
+			// A preview's changes are in its fork already, held by nature:
+			// previewApproval asks for them.
+			report.Outcome = wire.EffectsHeld
+			return nil
+		}
 		held, undone, err := x.v.HoldChanges(ctx, *x.mark, x.out.ID)
 		if err != nil {
 			return fmt.Errorf("hold the run's changes: %w", err)

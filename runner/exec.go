@@ -142,6 +142,11 @@ type Request struct {
 	// before its command started (denied, an approval asked for, a
 	// failure) deletes the fork again.
 	Fork string
+	// Preview runs a command that needs approval first in a throwaway
+	// fork with the network off, and asks approval for its changes
+	// (proxy exec --preview; the decision's sandbox.preview does the same
+	// without it): see execution.preview.
+	Preview bool
 	// Progress, when set, is told how far the copy of a materialised
 	// vault has got (vault.ExportOptions.Progress: entries and bytes),
 	// before the command starts; a FUSE mount copies nothing and does
@@ -266,6 +271,7 @@ func (x *execution) stages() []stage {
 		{"request", x.check},
 		{"open", x.open},
 		{"decide", x.decide},
+		{"preview", x.previewFork},
 		{"lock", x.lock},
 		{"checkpoint", x.checkpoint},
 		{"mount", x.mount},
@@ -273,6 +279,7 @@ func (x *execution) stages() []stage {
 		{"unmount", x.unmount},
 		{"summary", x.summarize},
 		{"effects", x.effects},
+		{"approval", x.previewApproval},
 		{"audit", x.audit},
 	}
 }
@@ -306,16 +313,21 @@ type execution struct {
 	res     wire.PolicyResult // the decision, once decided
 	decided bool              // the policy decided (res holds its decision)
 	digest  string
-	input   *wire.Input    // the first decision's input, once parsed
-	details map[string]any // of the audit event
-	busy    time.Time      // until when to wait for the vault
-	cp      *vault.Checkpoint
-	mark    *vault.Mark
-	ws      *workspace
-	proc    ProcResult
-	ran     bool      // the command started
-	listed  bool      // the changes are in the envelope
-	started time.Time // of the current stage
+	input   *wire.Input // the first decision's input, once parsed
+	// preview: the run goes to a throwaway fork (Request.Preview); parent
+	// is then the vault it was forked from, where the approval goes.
+	preview     bool
+	parent      *vault.Vault
+	keepPreview func()         // keeps the preview's fork past the run
+	details     map[string]any // of the audit event
+	busy        time.Time      // until when to wait for the vault
+	cp          *vault.Checkpoint
+	mark        *vault.Mark
+	ws          *workspace
+	proc        ProcResult
+	ran         bool      // the command started
+	listed      bool      // the changes are in the envelope
+	started     time.Time // of the current stage
 
 	cleanups []func(context.Context)
 	stopped  bool // a stage ended the run with status
@@ -525,6 +537,10 @@ func (x *execution) decide(ctx context.Context) error {
 		if req.ApprovalID != "" {
 			return nil // checked once the vault is ours
 		}
+		if req.Preview || res.Sandbox.Preview {
+			x.preview = true // run in a throwaway fork, then ask (previewFork)
+			return nil
+		}
 		a, err := x.createApproval(ctx, res, x.digest)
 		if err != nil {
 			return err
@@ -597,7 +613,7 @@ func (x *execution) lock(ctx context.Context) error {
 			return err
 		}
 	}
-	if x.res.Decision != wire.RequireApproval {
+	if x.res.Decision != wire.RequireApproval || x.preview {
 		return nil
 	}
 	a, err := v.UseApproval(ctx, req.ApprovalID, x.digest, x.out.ID, x.r.checkGrant)
@@ -811,6 +827,10 @@ func (x *execution) audit(ctx context.Context) error {
 	}
 	if e := x.out.Effects; e != nil {
 		d["effects"], d["effects_outcome"], d["effects_reasons"] = e.Decision, e.Outcome, reasonIDs(e.Reasons)
+	}
+	if x.parent != nil {
+		v = x.parent // a preview's run is the vault's, not its fork's
+		d["preview"] = x.out.Preview.Fork
 	}
 	return v.Event(ctx, "exec", x.cwd, d)
 }
@@ -1042,17 +1062,7 @@ func octal(m *wire.FileMode) string {
 	return m.String()
 }
 
-// WireChanges is the envelope's form of vault changes.
-func WireChanges(cs []vault.Change) []wire.Change { return wireChanges(cs) }
-
-func wireChanges(cs []vault.Change) []wire.Change {
-	out := make([]wire.Change, 0, len(cs))
-	for _, c := range cs {
-		out = append(out, wire.Change{Path: c.Path, PathB64: wire.B64(c.Path), Op: c.Op, Kind: c.Kind.String(), SizeBefore: c.SizeBefore, SizeAfter: c.SizeAfter,
-			ModeBefore: octal(c.ModeBefore), ModeAfter: octal(c.ModeAfter)})
-	}
-	return out
-}
+func wireChanges(cs []vault.Change) []wire.Change { return vault.WireChanges(cs) }
 
 // workspace is the vault presented as a directory for one run.
 type workspace struct {

@@ -34,9 +34,13 @@ type ApprovalRequest struct {
 	Reasons        []string `json:"reasons"` // rule ids that asked for approval
 	// Held, set when the effects policy held a run's changes, names where
 	// they wait: granting applies them (ApplyHeld), denying discards them.
-	Held   *HeldRef      `json:"held,omitempty"`
-	Digest string        `json:"-"` // what the approval is bound to
-	TTL    time.Duration `json:"-"`
+	Held *HeldRef `json:"held,omitempty"`
+	// Preview, set for a previewed run (proxy exec --preview), names the
+	// throwaway fork it ran in: granting merges its changes (see
+	// Store.SettleApproval), denying deletes it.
+	Preview *PreviewRef   `json:"preview,omitempty"`
+	Digest  string        `json:"-"` // what the approval is bound to
+	TTL     time.Duration `json:"-"`
 }
 
 // Approval is a stored approval.

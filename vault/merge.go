@@ -41,6 +41,11 @@ type MergeOptions struct {
 	// applies nothing. It runs with the parent's write lock held, so it
 	// must not write to the parent; it may read anything else.
 	Approve func(ctx context.Context, changes []Change) error
+	// Unmoved refuses the merge, with conflict and nothing applied, when
+	// the parent changed anything since the fork point: what is applied is
+	// then exactly the fork's change set over the state it was made from
+	// (a preview granted: see ApplyPreview).
+	Unmoved bool
 }
 
 // mnode is an entry of a vault's tree at some generation, as a merge and a
@@ -592,6 +597,11 @@ func (s *Store) Merge(ctx context.Context, fork string, opt MergeOptions) (wire.
 		if m.ours, err = loadTree(ctx, q, st.gen); err != nil {
 			return nil, err
 		}
+		if opt.Unmoved {
+			if err := unmoved(m.base, m.ours, into); err != nil {
+				return nil, err
+			}
+		}
 		m.plan()
 		cs := changesBetween(m.ours, m.resultTree(), m.changedPaths())
 		res.Changes, res.Stat = WireChanges(cs), statOf(cs)
@@ -637,6 +647,28 @@ func (s *Store) Merge(ctx context.Context, fork string, opt MergeOptions) (wire.
 		return res, err
 	}
 	return res, nil
+}
+
+// unmoved fails with conflict when tree ours differs from base (the
+// parent changed since the fork point), naming some of the paths.
+func unmoved(base, ours tree, name string) error {
+	var moved []string
+	for p, n := range ours {
+		if !sameNode(base[p], n) {
+			moved = append(moved, p)
+		}
+	}
+	for p := range base {
+		if _, ok := ours[p]; !ok {
+			moved = append(moved, p)
+		}
+	}
+	if len(moved) == 0 {
+		return nil
+	}
+	slices.Sort(moved)
+	return wire.Errorf(wire.CodeConflict, "vault %q changed since the preview ran (%d paths, e.g. %s): its changes are not applied; run the command again", name, len(moved), moved[0]).
+		With("vault", name).With("paths", moved[:min(len(moved), 20)]).With("changed", len(moved))
 }
 
 // conflictErr is the merge_conflict error of res.

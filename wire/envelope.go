@@ -41,11 +41,20 @@ type Envelope struct {
 	// what became of its changes; null when no effects stage ran (the
 	// command did not run, a --readonly run, a policy without one).
 	Effects *EffectsReport `json:"effects"`
+	// Preview names the throwaway fork a previewed run (proxy exec
+	// --preview, or the decision's sandbox.preview) ran in, whose changes
+	// wait for the approval; absent otherwise.
+	Preview *PreviewReport `json:"preview,omitempty"`
 	// Hints are advice about the run (a network_off hint for a command
 	// that failed for lack of a network), absent when there is none.
 	Hints  []Hint     `json:"hints,omitempty"`
 	Timing Timing     `json:"timing"`
 	Error  *ErrorBody `json:"error"`
+}
+
+// PreviewReport is where a previewed run's changes wait.
+type PreviewReport struct {
+	Fork string `json:"fork"` // the throwaway fork; granting merges it into the vault, denying deletes it
 }
 
 // PolicyReport is the policy part of an envelope.

@@ -75,6 +75,12 @@ func goldenEnvelopes() map[string]Envelope {
 	held.Changes = []Change{{Path: "/.git/hooks/pre-commit", Op: "added", Kind: "file", SizeAfter: i64(120), ModeAfter: "0755"}}
 	held.ChangesTotal = 1
 	held.Timing.EffectsMS = 0.6
+	previewed := ran
+	previewed.ID, previewed.Decision = "ex-20261129T120420-fafafafafafa", RequireApproval
+	previewed.Policy.Reasons = []Reason{{ID: "acme.approval.deploy", Message: "Deploys need approval: make deploy", Decision: RequireApproval}}
+	previewed.Command = CommandReport{Argv: []string{"make", "deploy"}, Cwd: "/"}
+	previewed.Preview = &PreviewReport{Fork: "preview-ex-20261129T120420-fafafafafafa"}
+	previewed.Approval = &ApprovalRef{ID: "ap-0a1b2c3d4e5f6071", Status: "pending", ExpiresAt: time.Date(2026, 11, 29, 13, 4, 20, 0, time.UTC)}
 	failed := denied
 	failed.ID, failed.Decision = "ex-20261129T120414-dddddddddddd", AllowWithCheckpoint
 	failed.Error = &ErrorBody{Code: CodeMountFailed, Message: "proxy exec: the mount was not ready after 30s"}
@@ -117,7 +123,7 @@ func goldenEnvelopes() map[string]Envelope {
 	forked.ID, forked.Vault, forked.ForkedFrom = "ex-20261129T120419-efefefefefef", "attempt-1", "default"
 	forked.Checkpoint = &CheckpointRef{ID: 1, Name: forked.ID}
 	return map[string]Envelope{"envelope_forked": forked, "envelope_raw_names": rawNames, "envelope_ran": ran, "envelope_denied": denied, "envelope_approval": approval, "envelope_timed_out": timedOut, "envelope_failed": failed,
-		"envelope_unsandboxed": unsandboxed, "envelope_network_off": networkOff, "envelope_fallback": fellBack, "envelope_effects_held": held}
+		"envelope_unsandboxed": unsandboxed, "envelope_network_off": networkOff, "envelope_fallback": fellBack, "envelope_effects_held": held, "envelope_preview": previewed}
 }
 
 // TestGoldenEnvelopes pins the envelope's JSON and checks it against the

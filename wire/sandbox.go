@@ -33,6 +33,10 @@ type SandboxGrant struct {
 	// Network is "host" to give the command the host's network; "" or
 	// "none" keeps it on a loopback of its own.
 	Network Network `json:"network,omitempty"`
+	// Preview, on a require_approval decision, runs the command first in
+	// a throwaway fork with the network off and asks approval for its
+	// result (proxy exec --preview does the same for any such run).
+	Preview bool `json:"preview,omitempty"`
 }
 
 // Where says what a path names in the command's view.

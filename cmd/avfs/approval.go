@@ -303,22 +303,30 @@ func approvalDecideCommand(e *env, grant bool) *cli.Command {
 					return err
 				}
 				out := approvalDecided{Approval: ap}
-				if grant && ap.Request.Held != nil {
-					// Held changes are applied now, exactly as the run left
-					// them: nothing runs again.
-					res, err := v.ApplyHeld(c.Context, ap.ID, nil)
+				if ap.Request.Held != nil || ap.Request.Preview != nil {
+					// Held or previewed changes are applied now (granted),
+					// exactly as the run left them: nothing runs again; a
+					// denied preview's fork goes.
+					store, err := e.store()
+					if err != nil {
+						return err
+					}
+					applied, err := store.SettleApproval(c.Context, v, ap, nil)
 					if err != nil {
 						return err
 					}
 					if ap, err = v.Approval(c.Context, ap.ID); err != nil {
 						return err
 					}
-					out = approvalDecided{Approval: ap, Applied: runner.WireChanges(res.Changes)}
+					out = approvalDecided{Approval: ap}
+					if grant {
+						out.Applied = applied
+					}
 				}
 				return e.emit(out, func(w io.Writer) error {
 					_, err := fmt.Fprintf(w, "%s %s\n", ap.ID, ap.Status)
 					if err == nil && out.Applied != nil {
-						_, err = fmt.Fprintf(w, "applied the %d held change(s) of the run\n", len(out.Applied))
+						_, err = fmt.Fprintf(w, "applied the %d change(s) the run made\n", len(out.Applied))
 					}
 					return err
 				})

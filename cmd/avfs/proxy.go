@@ -63,6 +63,7 @@ func proxyExecCommand(e *env) *cli.Command {
 		&cli.StringFlag{Name: "explain", Usage: "add the policy trace: notes, fails or full"},
 		&cli.StringFlag{Name: "sandbox", Usage: "hold the command in `MODE`: auto (namespaces where the kernel allows them, else none, said in the envelope), namespaces (or fail with exit 125), or none (the host's whole authority) (default: sandbox.mode of the config, else auto)"},
 		&cli.BoolFlag{Name: "allow-writable-trust", Usage: "without a sandbox, run even though the command could rewrite the config, policy or approver keys avfs trusts"},
+		&cli.BoolFlag{Name: "preview", Usage: "when the command needs approval, run it first in a throwaway fork with the network off and ask approval for its changes: approval grant applies exactly them (no second run) if the vault did not change meanwhile"},
 		&cli.StringFlag{Name: "fork", Usage: "run in a new fork `NAME` of the vault (O(1); fails with already_exists when NAME is taken), leaving the vault untouched; avfs vault merge NAME merges it back. The envelope's vault is NAME, forked_from the vault; a run whose command did not start (denied, say) deletes the fork. Runs in this process, not through avfs serve"},
 		&cli.BoolFlag{Name: "readonly", Usage: "the command can change nothing: the vault is mounted read-only (a materialised copy is thrown away), so no checkpoint is taken"},
 	}
@@ -107,7 +108,7 @@ func proxyExecCommand(e *env) *cli.Command {
 				Env: c.StringSlice("env"), Mountpoint: c.String("mountpoint"), MountMode: c.String("mount-mode"),
 				ApprovalID: c.String("approval"), ApprovalTTL: c.Duration("ttl"),
 				RollbackOnFailure: c.Bool("rollback-on-failure"), BusyWait: c.Duration("wait"), Explain: c.String("explain"), Readonly: c.Bool("readonly"),
-				Sandbox: c.String("sandbox"), AllowWritableTrust: c.Bool("allow-writable-trust"), Fork: c.String("fork"),
+				Sandbox: c.String("sandbox"), AllowWritableTrust: c.Bool("allow-writable-trust"), Fork: c.String("fork"), Preview: c.Bool("preview"),
 			}
 			if c.IsSet("fork") && req.Fork == "" {
 				return usageError("proxy exec: --fork needs a NAME for the new fork")
