@@ -397,12 +397,40 @@ func (t *txn) retain() (RetainResult, error) {
 // (the pages it frees are reused by later writes; gc vacuums).
 func (v *Vault) Retain(ctx context.Context) (RetainResult, error) {
 	var res RetainResult
+	var pass *txn
 	err := v.update(ctx, "retain history", func(t *txn) error {
 		var err error
 		res, err = t.retain()
+		pass = t
 		return err
 	})
+	if err == nil {
+		// The pass's own audit row, if any, is in the head it committed.
+		v.passHead.Store(pass.st.auditID + 1)
+	}
 	return res, err
+}
+
+// changedSincePass reports whether the vault may hold something for a
+// retention pass that this Vault's last pass (or StartRetention) did not
+// see: an audited change since, by any process (every change of the tree,
+// of the retention settings and of checkpoints is audited; taking and
+// releasing a lock, which the mount does, removes no history and does not
+// count), a pass due, or no pass known. A failed read says yes. Cost: one
+// read transaction and a range scan of the audit rows since.
+func (v *Vault) changedSincePass(ctx context.Context) bool {
+	head := v.passHead.Load()
+	if head == 0 {
+		return true
+	}
+	changed := true
+	_ = v.view(ctx, "retain history", func(q querier, st state) error {
+		if retentionDue(st) {
+			return nil
+		}
+		return q.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM audit WHERE id >= ? AND op NOT IN ('lock', 'unlock'))", head).Scan(&changed)
+	})
+	return changed
 }
 
 // RetainIfDue runs a retention pass when one is due (the stored bytes grew
@@ -504,11 +532,21 @@ func (v *Vault) compactIfSparse(ctx context.Context, limit int64) (int64, error)
 // nothing). Calling it again is a no-op; errors of a pass are kept for
 // RetentionError and the next pass tries again.
 func (v *Vault) StartRetention() {
+	// Where the audit chain stands now: Close runs its last pass only
+	// if something was changed since (or a pass ran since).
+	var head int64
+	if err := v.view(context.Background(), "retain history", func(_ querier, st state) error {
+		head = st.auditID + 1
+		return nil
+	}); err != nil {
+		head = 0
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.bg != nil || v.closed {
 		return
 	}
+	v.passHead.CompareAndSwap(0, head)
 	ctx, cancel := context.WithCancel(context.Background())
 	bg := &retainLoop{kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	v.bg = bg

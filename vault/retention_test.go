@@ -275,6 +275,75 @@ func TestRetentionInBackground(t *testing.T) {
 	}
 }
 
+// TestCloseRunsLastPassOnlyAfterChanges: a Vault that StartRetention'd
+// (a mount's) runs a last pass when it closes if something was changed
+// since it started or since its last pass, and skips it when the only
+// writes were its own lock and unlock (an idle mount's unmount).
+func TestCloseRunsLastPassOnlyAfterChanges(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		during   func(t *testing.T, v *Vault)
+		versions int // of /f once closed
+	}{
+		{"idle", func(t *testing.T, v *Vault) {}, 2},
+		{"lock and unlock only", func(t *testing.T, v *Vault) {
+			if err := v.Lock(ctx, LockMount, "test"); err != nil {
+				t.Fatal(err)
+			}
+			if err := v.Unlock(ctx, LockMount); err != nil {
+				t.Fatal(err)
+			}
+		}, 2},
+		{"a write", func(t *testing.T, v *Vault) { writeBytes(t, v, "/f", randBytes(100)) }, 1},
+		{"a write, then a pass", func(t *testing.T, v *Vault) {
+			writeBytes(t, v, "/f", randBytes(100))
+			if _, err := v.Retain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			writeBytes(t, v, "/f", randBytes(100)) // two versions left for Close
+			if err := v.Lock(ctx, LockMount, "test"); err != nil {
+				t.Fatal(err)
+			}
+			if err := v.Unlock(ctx, LockMount); err != nil {
+				t.Fatal(err)
+			}
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, v := newVault(t)
+			// One version kept, and a byte budget no test write reaches,
+			// so that only the rules on versions decide and no pass is
+			// due by bytes.
+			setRetention(t, v, Retention{Versions: 1, HistoryMinMB: 1024})
+			if _, err := v.Retain(ctx); err != nil { // the pass the new settings asked for
+				t.Fatal(err)
+			}
+			writeBytes(t, v, "/f", randBytes(100))
+			writeBytes(t, v, "/f", randBytes(100))
+			v.Close()
+			v, err := s.Open(ctx, "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			v.StartRetention()
+			tc.during(t, v)
+			if err := v.Close(); err != nil {
+				t.Fatal(err)
+			}
+			v, err = s.Open(ctx, "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			if n := len(logOf(t, v, "/f")); n != tc.versions {
+				t.Errorf("/f has %d versions after Close, want %d", n, tc.versions)
+			}
+			mustCheck(t, v)
+		})
+	}
+}
+
 // TestMigrateToRetention opens a vault of schema version 2: the stored
 // bytes are counted and the default settings apply.
 func TestMigrateToRetention(t *testing.T) {

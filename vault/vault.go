@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +45,10 @@ type Vault struct {
 	bg     *retainLoop // background retention (StartRetention); nil when not started
 
 	retainMu sync.Mutex // one retention pass at a time (RetainIfDue)
+	// passHead is 1 + the audit chain's head right after this Vault's
+	// last retention pass, or when StartRetention began; 0 before either.
+	// Close compares it with the head to skip a final pass over nothing.
+	passHead atomic.Int64
 
 	// dirs caches directory paths across transactions; it is valid while
 	// the state row's dir_epoch equals dirsEpoch.
@@ -452,9 +457,13 @@ func (v *Vault) isClosed() bool {
 func (v *Vault) Close() error {
 	if v.stopRetention() {
 		// A mount's vault goes quiet here: a last pass over what its
-		// writes left since the last one, and give back what was freed.
+		// writes left since the last one (none when nothing was written
+		// since: an idle unmount skips its write transaction), and give
+		// back what was freed.
 		ctx := context.Background()
-		_, _ = v.Retain(ctx)
+		if v.changedSincePass(ctx) {
+			_, _ = v.Retain(ctx)
+		}
 		_, _ = v.compactIfSparse(ctx, 0)
 	}
 	v.mu.Lock()

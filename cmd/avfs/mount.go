@@ -32,7 +32,19 @@ const serveMinProcs = 16
 // runs on at most as many threads as there is work. Raising it costs
 // about 5 ms (new Ps, threads and go-fuse readers), which is why proxy
 // exec, whose typical run is one short command, does not.
+//
+// It also sets Go's default GC target (100) back (streamingGC), unless GOGC
+// or GOMEMLIMIT says otherwise: a mount server streams every byte written
+// through it through the heap (go-fuse's request buffers, the open files'
+// chunk buffers, the driver's copies), and at startupGCPercent (400) the
+// heap grew to the memory limit before collecting. Measured on two CPUs
+// writing 100 MiB of distinct data through the mount, three rounds each:
+// peak RSS 236–254 MB at 400, 122–136 MB at 100, and no slower write.
+// Every MB the server holds also costs at its exit (about 0.15 ms per MB
+// here to give the pages back), which is on the unmount's critical path:
+// the caller waits for the exit.
 func serveProcs() {
+	streamingGC()
 	if os.Getenv("GOMAXPROCS") != "" {
 		return
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"os"
@@ -207,4 +208,106 @@ func TestMountCreatesMissingDir(t *testing.T) {
 	}
 	// A missing parent is an error, and nothing is made.
 	a.fail(1, "invalid_input", "mount", filepath.Join(t.TempDir(), "no", "such"))
+}
+
+// TestMountSIGTERMAfterWrite: `avfs mount` exits after SIGTERM only once
+// what was written is in the vault and the vault is closed: the content
+// reads back whole, `vault check` passes, and the server released the
+// mount lock itself (its unlock is audited after the file's commit), so
+// the next mount takes no stale lock over. A file still open for writing
+// keeps the mount, detached, until it is closed, and what is written to
+// it meanwhile is committed too.
+func TestMountSIGTERMAfterWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		keepOpen bool // the file is still open for writing at SIGTERM
+	}{
+		{"file closed", false},
+		{"file open for writing", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAVFS(t)
+			dir := filepath.Join(t.TempDir(), "mnt")
+			os.Mkdir(dir, 0o755)
+			cmd := a.startMount(dir)
+			content := make([]byte, 3<<20+17) // several chunks, the last one partial
+			rand.Read(content)
+			half := len(content) / 2
+			f, err := os.Create(filepath.Join(dir, "big"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(content[:half]); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.keepOpen {
+				if _, err := f.Write(content[half:]); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			exited := make(chan error, 1)
+			cmd.Process.Signal(syscall.SIGTERM)
+			go func() { exited <- cmd.Wait() }()
+			if tc.keepOpen {
+				// The server detaches the busy mount and serves on.
+				deadline := time.Now().Add(10 * time.Second)
+				for mount.IsMounted(dir) {
+					if time.Now().After(deadline) {
+						t.Fatal("the busy mount was not detached after SIGTERM")
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				select {
+				case err := <-exited:
+					t.Fatalf("avfs mount exited (%v) while a file was open for writing", err)
+				default:
+				}
+				if _, err := f.Write(content[half:]); err != nil {
+					t.Fatalf("write to the detached mount: %v", err)
+				}
+				if err := f.Close(); err != nil {
+					t.Fatalf("close on the detached mount: %v", err)
+				}
+			}
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Fatalf("avfs mount exited with %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("avfs mount did not exit after SIGTERM")
+			}
+			if mount.IsMounted(dir) {
+				t.Fatal("still mounted after the server exited")
+			}
+			if got := a.cat("/big"); got != string(content) {
+				t.Fatalf("/big holds %d bytes after the unmount, want the %d written", len(got), len(content))
+			}
+			a.ok("vault", "check")
+			var audit struct {
+				Entries []struct {
+					ID      int64          `json:"id"`
+					Op      string         `json:"op"`
+					Path    string         `json:"path"`
+					Details map[string]any `json:"details"`
+				} `json:"entries"`
+			}
+			a.into(&audit, "audit")
+			var lastBig, unlock int64
+			for _, e := range audit.Entries {
+				switch {
+				case e.Path == "/big":
+					lastBig = e.ID
+				case e.Op == "unlock" && e.Details["lock"] == "mount":
+					unlock = e.ID
+				}
+			}
+			if lastBig == 0 || unlock <= lastBig {
+				t.Fatalf("audit: last change of /big %d, the mount's unlock %d: want the unlock after the commit", lastBig, unlock)
+			}
+		})
+	}
 }
