@@ -175,6 +175,7 @@ func Mount(ctx context.Context, store Store, dir string, opts Options) (*Session
 		// The mount may write for hours (builds, installs): the vault
 		// keeps its history bounded meanwhile, in the background.
 		store.StartRetention()
+		store.StartCheckpointer()
 	}
 	if err := s.serve(); err != nil {
 		s.release()

@@ -190,6 +190,7 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 	if grew {
 		v.kickRetention(t.st)
 	}
+	v.kickCheckpointer()
 	return nil
 }
 

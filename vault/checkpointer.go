@@ -1,0 +1,282 @@
+package vault
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// The write-ahead log's checkpoints: when the log's pages are copied back
+// into the vault file.
+//
+// Why: SQLite copies the log back into the file (a checkpoint) inside the
+// commit of whichever transaction makes the log cross wal_autocheckpoint
+// pages, and once more when the last connection closes. In a process that
+// writes a lot, the mount server above all, that put a copy of the last
+// 40 MiB written, read back from the log and written again with two
+// fsyncs, into the write path of one unlucky FUSE write (100 MiB written
+// in 4 MiB transactions: 2–3 such checkpoints), and up to 64 MiB of it
+// into unmount (the final checkpoint at Close).
+//
+// The fix: StartCheckpointer, which the mount server calls, checkpoints in
+// the background: a goroutine with its own connection runs a PASSIVE
+// checkpoint (it never blocks a writer or a reader) whenever the log holds
+// checkpointLogBytes not yet copied back, and, once no commit came for
+// checkpointIdle, a TRUNCATE (that returns at once when a writer or reader
+// is busy, and empties the log file), so that Close finds nothing to copy.
+// Meanwhile this process's writer connection checkpoints inline only past
+// walBoundBytes (its wal_autocheckpoint), which bounds the log on disk
+// should the background fall behind. Cost: a checkpoint still reads back
+// and writes every page once; it now overlaps the writes instead of
+// stalling them, on its own connection (its page cache: 16 MB), and reads
+// the log's shared-memory index header (136 bytes) after each commit to
+// decide.
+//
+// Invariant: the log never grows without bound. A process without the
+// background checkpointer (every one-shot CLI process) keeps SQLite's own
+// automatic checkpoint at walAutoCheckpointBytes; a process with it
+// checkpoints in the background and, past walBoundBytes, inline.
+
+// walAutoCheckpointBytes is the log size (bytes of pages) at which a
+// connection checkpoints inline when no background checkpointer runs:
+// 10,000 pages of 4 KiB, SQLite's default wal_autocheckpoint ×10, as
+// vaults did before the page size was chosen.
+const walAutoCheckpointBytes = 10000 * 4096
+
+// walBoundBytes is the log size at which the writer connection of a
+// process with a background checkpointer checkpoints inline all the same.
+const walBoundBytes = 256 << 20
+
+// checkpointLogBytes is how much not yet copied back makes the background
+// checkpointer run a PASSIVE checkpoint.
+const checkpointLogBytes = 16 << 20
+
+// checkpointIdle is how long after the last commit the background
+// checkpointer empties the log (TRUNCATE).
+const checkpointIdle = 200 * time.Millisecond
+
+// autoCheckpointPages is bytes of log in pages of pageSize, at least 1.
+func autoCheckpointPages(bytes, pageSize int64) int64 {
+	if pageSize <= 0 {
+		pageSize = 4096
+	}
+	return max(bytes/pageSize, 1)
+}
+
+// setWALAutoCheckpoint makes conn checkpoint inline once the log holds
+// bytes of pages.
+func setWALAutoCheckpoint(ctx context.Context, conn *sql.Conn, bytes int64) error {
+	var ps int64
+	if err := conn.QueryRowContext(ctx, "PRAGMA page_size").Scan(&ps); err != nil {
+		return err
+	}
+	_, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", autoCheckpointPages(bytes, ps)))
+	return err
+}
+
+// ckptLoop is the background checkpointer of a Vault (StartCheckpointer).
+type ckptLoop struct {
+	kick   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	passes int64 // checkpoints run
+	err    error // of the last one
+}
+
+// StartCheckpointer makes this Vault checkpoint the write-ahead log in the
+// background of this process (see the comment above walBoundBytes), and
+// checkpoint inline only past walBoundBytes; the process serving a writer
+// mount calls it. Close stops it and closes its connection. Calling it
+// again is a no-op. A checkpoint that fails (busy, or the disk full) is
+// kept for CheckpointerStatus and tried again after the next commit; it
+// never fails a write.
+func (v *Vault) StartCheckpointer() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.ckpt != nil || v.closed || v.readOnly {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &ckptLoop{kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	v.ckpt = l
+	v.ckptOn.Store(true)
+	v.ws.walAutoBytes.Store(walBoundBytes) // applied at the next begin (see stmtCache.begin)
+	go func() {
+		defer close(l.done)
+		l.run(ctx, v)
+	}()
+}
+
+// CheckpointerStatus returns how many background checkpoints ran and the
+// error of the last one, if any.
+func (v *Vault) CheckpointerStatus() (passes int64, err error) {
+	v.mu.Lock()
+	l := v.ckpt
+	v.mu.Unlock()
+	if l == nil {
+		return 0, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.passes, l.err
+}
+
+// kickCheckpointer wakes the background checkpointer, if started, after a
+// commit. It never blocks.
+func (v *Vault) kickCheckpointer() {
+	if !v.ckptOn.Load() {
+		return
+	}
+	v.mu.Lock()
+	l := v.ckpt
+	v.mu.Unlock()
+	if l == nil {
+		return
+	}
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// stopCheckpointer stops the background checkpointer, if started, waits
+// for it, and gives the writer connection its inline checkpoint back.
+func (v *Vault) stopCheckpointer() {
+	v.mu.Lock()
+	l := v.ckpt
+	v.ckpt = nil
+	v.mu.Unlock()
+	if l == nil {
+		return
+	}
+	v.ckptOn.Store(false)
+	l.cancel()
+	<-l.done
+	v.ws.walAutoBytes.Store(walAutoCheckpointBytes)
+}
+
+func (l *ckptLoop) record(err error) {
+	l.mu.Lock()
+	l.passes++
+	l.err = err
+	l.mu.Unlock()
+}
+
+// run is the checkpointer's loop: a PASSIVE checkpoint when a commit left
+// checkpointLogBytes to copy back, a TRUNCATE once commits pause.
+func (l *ckptLoop) run(ctx context.Context, v *Vault) {
+	db, err := sql.Open(driverName, dsn(v.path, true))
+	if err != nil {
+		l.record(storageErr("checkpoint", err))
+		return
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		l.record(storageErr("checkpoint", err))
+		return
+	}
+	defer conn.Close()
+	// Never wait for a writer or reader: the next commit brings another
+	// chance. (The connection's own automatic checkpoint is moot: it never
+	// writes.)
+	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		l.record(storageErr("checkpoint", err))
+		return
+	}
+	shm, _ := os.Open(v.path + "-shm")
+	if shm != nil {
+		defer shm.Close()
+	}
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	dirty := false // commits since the last TRUNCATE
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.kick:
+			dirty = true
+			idle.Reset(checkpointIdle)
+			if pending, ok := walPending(shm); ok && pending < checkpointLogBytes {
+				continue
+			}
+			l.record(checkpoint(ctx, conn, "PASSIVE"))
+		case <-idle.C:
+			if !dirty {
+				continue
+			}
+			err := checkpoint(ctx, conn, "TRUNCATE")
+			if err == nil {
+				dirty = false
+			} else {
+				// Busy: copy what can be copied; the next pause or commit
+				// tries again.
+				idle.Reset(checkpointIdle)
+				err = errors.Join(err, checkpoint(ctx, conn, "PASSIVE"))
+			}
+			l.record(err)
+		}
+	}
+}
+
+// errCheckpointBusy is a checkpoint that could not finish for a writer or
+// reader using the log.
+var errCheckpointBusy = errors.New("checkpoint: log in use")
+
+// checkpoint runs PRAGMA wal_checkpoint(mode) on conn.
+func checkpoint(ctx context.Context, conn *sql.Conn, mode string) error {
+	var busy, logFrames, done int64
+	err := conn.QueryRowContext(ctx, fmt.Sprintf("PRAGMA wal_checkpoint(%s)", mode)).Scan(&busy, &logFrames, &done)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped
+		}
+		return storageErr("checkpoint", err)
+	}
+	if busy != 0 {
+		return errCheckpointBusy
+	}
+	return nil
+}
+
+// walPending reads, from the log's shared-memory index (shm, the vault's
+// -shm file), how many bytes of log frames are not yet copied back into
+// the vault file. ok is false when it cannot tell (no index, or a torn
+// read): the caller checkpoints then.
+//
+// The index's layout is SQLite's file format (sqlite.org/walformat.html,
+// "The WAL-Index Format"): two copies of a 48-byte header in native byte
+// order, with the page size (u16 at 14, 1 meaning 65536) and mxFrame, the
+// last valid frame (u32 at 16); then the checkpoint information, whose
+// first field is nBackfill (u32 at 96), the frames already copied back.
+func walPending(shm *os.File) (pending int64, ok bool) {
+	if shm == nil {
+		return 0, false
+	}
+	var b [100]byte
+	if n, err := shm.ReadAt(b[:], 0); n < len(b) || err != nil && n < len(b) {
+		return 0, false
+	}
+	ne := binary.NativeEndian
+	if string(b[:48]) != string(b[48:96]) { // being rewritten: ask again later
+		return 0, false
+	}
+	sz := int64(ne.Uint16(b[14:]))
+	if sz == 1 {
+		sz = 65536
+	}
+	mx, backfill := int64(ne.Uint32(b[16:])), int64(ne.Uint32(b[96:]))
+	if backfill > mx {
+		return 0, true // the log was restarted; nothing left
+	}
+	return (mx - backfill) * (sz + 24), true
+}
