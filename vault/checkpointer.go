@@ -49,8 +49,12 @@ import (
 const walAutoCheckpointBytes = 10000 * 4096
 
 // walBoundBytes is the log size at which the writer connection of a
-// process with a background checkpointer checkpoints inline all the same.
-const walBoundBytes = 256 << 20
+// process with a background checkpointer checkpoints inline all the same:
+// the most a writer outrunning the disk leaves to Close, as before
+// (journal_size_limit). The bound is soft by one background checkpoint:
+// an inline one finding the background's under way is skipped by SQLite
+// and tried at the next commit.
+const walBoundBytes = 64 << 20
 
 // checkpointLogBytes is how much not yet copied back makes the background
 // checkpointer run a PASSIVE checkpoint.
@@ -81,9 +85,9 @@ func setWALAutoCheckpoint(ctx context.Context, conn *sql.Conn, bytes int64) erro
 
 // ckptLoop is the background checkpointer of a Vault (StartCheckpointer).
 type ckptLoop struct {
-	kick   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
+	kick chan struct{}
+	stop chan struct{} // closed by stopCheckpointer
+	done chan struct{}
 
 	mu     sync.Mutex
 	passes int64 // checkpoints run
@@ -91,35 +95,32 @@ type ckptLoop struct {
 }
 
 // StartCheckpointer makes this Vault checkpoint the write-ahead log in the
-// background of this process (see the comment above walBoundBytes), and
-// checkpoint inline only past walBoundBytes; the process serving a writer
-// mount calls it. Close stops it and closes its connection. Calling it
-// again is a no-op. A checkpoint that fails (busy, or the disk full) is
+// background of this process, and checkpoint inline only past
+// walBoundBytes (why, the cost and the invariant: the comment at the head
+// of this file); the process serving a writer mount calls it. Close stops
+// it, letting a checkpoint under way finish, and closes its connection.
+// Calling it again, or on a closed or read-only Vault, is a no-op. A checkpoint that fails (busy, or the disk full) is
 // kept for CheckpointerStatus and tried again after the next commit; it
 // never fails a write.
 func (v *Vault) StartCheckpointer() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.ckpt != nil || v.closed || v.readOnly {
+	if v.ckpt.Load() != nil || v.closed || v.readOnly {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &ckptLoop{kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
-	v.ckpt = l
-	v.ckptOn.Store(true)
+	l := &ckptLoop{kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	v.ckpt.Store(l)
 	v.ws.walAutoBytes.Store(walBoundBytes) // applied at the next begin (see stmtCache.begin)
 	go func() {
 		defer close(l.done)
-		l.run(ctx, v)
+		l.run(v)
 	}()
 }
 
 // CheckpointerStatus returns how many background checkpoints ran and the
 // error of the last one, if any.
 func (v *Vault) CheckpointerStatus() (passes int64, err error) {
-	v.mu.Lock()
-	l := v.ckpt
-	v.mu.Unlock()
+	l := v.ckpt.Load()
 	if l == nil {
 		return 0, nil
 	}
@@ -131,12 +132,7 @@ func (v *Vault) CheckpointerStatus() (passes int64, err error) {
 // kickCheckpointer wakes the background checkpointer, if started, after a
 // commit. It never blocks.
 func (v *Vault) kickCheckpointer() {
-	if !v.ckptOn.Load() {
-		return
-	}
-	v.mu.Lock()
-	l := v.ckpt
-	v.mu.Unlock()
+	l := v.ckpt.Load()
 	if l == nil {
 		return
 	}
@@ -149,15 +145,11 @@ func (v *Vault) kickCheckpointer() {
 // stopCheckpointer stops the background checkpointer, if started, waits
 // for it, and gives the writer connection its inline checkpoint back.
 func (v *Vault) stopCheckpointer() {
-	v.mu.Lock()
-	l := v.ckpt
-	v.ckpt = nil
-	v.mu.Unlock()
+	l := v.ckpt.Swap(nil)
 	if l == nil {
 		return
 	}
-	v.ckptOn.Store(false)
-	l.cancel()
+	close(l.stop)
 	<-l.done
 	v.ws.walAutoBytes.Store(walAutoCheckpointBytes)
 }
@@ -170,8 +162,12 @@ func (l *ckptLoop) record(err error) {
 }
 
 // run is the checkpointer's loop: a PASSIVE checkpoint when a commit left
-// checkpointLogBytes to copy back, a TRUNCATE once commits pause.
-func (l *ckptLoop) run(ctx context.Context, v *Vault) {
+// checkpointLogBytes to copy back, a TRUNCATE once commits pause. A
+// checkpoint under way when stop closes is finished, not interrupted:
+// SQLite records a checkpoint's progress only at its end, so an
+// interrupted one would leave all its copying to Close.
+func (l *ckptLoop) run(v *Vault) {
+	ctx := context.Background()
 	db, err := sql.Open(driverName, dsn(v.path, true))
 	if err != nil {
 		l.record(storageErr("checkpoint", err))
@@ -201,7 +197,7 @@ func (l *ckptLoop) run(ctx context.Context, v *Vault) {
 	dirty := false // commits since the last TRUNCATE
 	for {
 		select {
-		case <-ctx.Done():
+		case <-l.stop:
 			return
 		case <-l.kick:
 			dirty = true
@@ -237,9 +233,6 @@ func checkpoint(ctx context.Context, conn *sql.Conn, mode string) error {
 	var busy, logFrames, done int64
 	err := conn.QueryRowContext(ctx, fmt.Sprintf("PRAGMA wal_checkpoint(%s)", mode)).Scan(&busy, &logFrames, &done)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped
-		}
 		return storageErr("checkpoint", err)
 	}
 	if busy != 0 {
@@ -263,7 +256,7 @@ func walPending(shm *os.File) (pending int64, ok bool) {
 		return 0, false
 	}
 	var b [100]byte
-	if n, err := shm.ReadAt(b[:], 0); n < len(b) || err != nil && n < len(b) {
+	if _, err := shm.ReadAt(b[:], 0); err != nil { // ReadAt fails on a short read
 		return 0, false
 	}
 	ne := binary.NativeEndian

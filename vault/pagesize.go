@@ -10,9 +10,34 @@ import (
 )
 
 // PageSize is the SQLite page size of the vaults and forks this avfs
-// makes (Options.PageSize overrides it). An existing vault keeps the page
-// size it was made with (SQLite reads any) until `avfs vault upgrade`
-// rewrites it.
+// makes (Options.PageSize overrides it): SQLite's default, 4 KiB, chosen
+// on these figures (tests/bench section 15-pagesize, docs/benchmarks.md;
+// 2 CPUs, two runs of 3 rounds, the page sizes in turns):
+//
+//   - Storing 100 MiB as 64 KiB chunk blobs gains from big pages, but
+//     less than it seemed: write plus the checkpoint at close, one
+//     transaction, 0.70 / 0.67 / 0.59 / 0.57 s at 4 / 16 / 32 / 64 KiB
+//     (4 MiB transactions: 0.79 / 0.63 / 0.79 / 0.55 s), and the second
+//     run (a loaded machine) kept the order within noise. What big pages
+//     save is system calls (27,500 writes and 25,900 reads at 4 KiB,
+//     3,800 and 1,800 at 64 KiB), not bytes: the checkpoint reads the
+//     100 MiB back from the log at every page size.
+//   - Every small transaction gets dearer: the log holds whole pages, so
+//     a file create that touches a handful of pages logs 16 times the
+//     bytes at 64 KiB. 10,000 WriteFile calls of 100–2,000 bytes took
+//     3.0 / 4.9 / 13.1 / 16.5 s (second run: 10.5 / 13.9 / 20.6 / 35.4
+//     s): creating small files is what a mount does most.
+//   - Reads, metadata queries and space do not decide it: cold reads of
+//     the 100 MiB 98 ms at 4 KiB against 122 ms at 64 KiB, Stat, List
+//     and Diff within noise of each other, and a vault of those 10,000
+//     files 17.2 / 15.9 / 16.1 / 16.8 MiB.
+//
+// The cost a big page would have saved on a large write, the checkpoint
+// in the commit, moves off the write path instead (StartCheckpointer).
+// Should another page size be chosen, existing vaults keep theirs (SQLite
+// reads any; the inline checkpoint is sized in bytes, see
+// walAutoCheckpointBytes) and a rewrite of the file (VACUUM INTO with the
+// new page_size) would convert them.
 const PageSize = 4096
 
 // pageSizeOf returns the page size a new vault made with opts gets, or

@@ -44,8 +44,7 @@ type Vault struct {
 	parent *Vault // lazily opened parent of a fork (read-only use)
 	closed bool
 	bg     *retainLoop // background retention (StartRetention); nil when not started
-	ckpt   *ckptLoop   // background checkpoints (StartCheckpointer); nil when not started
-	ckptOn atomic.Bool // ckpt != nil, read after every commit without mu
+	ckpt   atomic.Pointer[ckptLoop] // background checkpoints (StartCheckpointer); nil when not started
 
 	retainMu sync.Mutex // one retention pass at a time (RetainIfDue)
 
@@ -489,13 +488,13 @@ func (v *Vault) Close() error {
 		_, _ = v.Retain(ctx)
 		_, _ = v.compactIfSparse(ctx, 0)
 	}
-	v.stopCheckpointer()
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.closed {
 		return nil
 	}
 	v.closed = true
+	v.stopCheckpointer() // under mu: StartCheckpointer cannot start another
 	if v.parent != nil {
 		v.parent.Close()
 	}
