@@ -43,7 +43,7 @@ type Vault struct {
 	mu     sync.Mutex
 	parent *Vault // lazily opened parent of a fork (read-only use)
 	closed bool
-	bg     *retainLoop // background retention (StartRetention); nil when not started
+	bg     *retainLoop              // background retention (StartRetention); nil when not started
 	ckpt   atomic.Pointer[ckptLoop] // background checkpoints (StartCheckpointer); nil when not started
 
 	retainMu sync.Mutex // one retention pass at a time (RetainIfDue)
