@@ -7,7 +7,6 @@ import (
 	"errors"
 	"strings"
 	"sync"
-	"sync/atomic"
 )
 
 // stmtCache prepares each query once per database handle; database/sql
@@ -30,13 +29,6 @@ type stmtCache struct {
 	connStmts map[string]*sql.Stmt
 	wc        writeCache // what conn knows after its last commit
 	closed    bool
-
-	// walAutoBytes is the wal_autocheckpoint, in bytes of log, the
-	// writers' connection is to have (0: as the connection hook set it),
-	// set by the background checkpointer; connWalAuto is what conn has
-	// (0: as opened). begin applies it.
-	walAutoBytes atomic.Int64
-	connWalAuto  int64
 }
 
 func newStmtCache(db *sql.DB) *stmtCache { return &stmtCache{db: db, m: map[string]*sql.Stmt{}} }
@@ -98,11 +90,6 @@ func (c *stmtCache) begin(ctx context.Context) (q cq, done func(), err error) {
 				return cq{}, nil, err
 			}
 		}
-		if want := c.walAutoBytes.Load(); want != 0 && want != c.connWalAuto {
-			if setWALAutoCheckpoint(ctx, c.conn, want) == nil {
-				c.connWalAuto = want
-			}
-		}
 		q = cq{conn: c.conn, c: c}
 		_, err = q.ExecContext(ctx, "BEGIN IMMEDIATE")
 		if err == nil {
@@ -124,7 +111,6 @@ func (c *stmtCache) begin(ctx context.Context) (q cq, done func(), err error) {
 // writer. connMu is held.
 func (c *stmtCache) discardConn() {
 	c.wc.reset()
-	c.connWalAuto = 0
 	for _, st := range c.connStmts {
 		st.Close()
 	}
