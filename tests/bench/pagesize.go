@@ -79,7 +79,7 @@ func pageSizeSection(ctx context.Context, cfg config) ([]section, error) {
 	mib := func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 	floor := section{
 		Title:  "SQLite page size: the floor of a 100 MiB write and its read-back",
-		Intro:  fmt.Sprintf("100 MiB of distinct data stored as 64 KiB blobs keyed by SHA-256 (the vault's chunks table) in a fresh database with the vault's connection settings (avfs-wal VFS, synchronous=NORMAL, 16 MB cache, 1 GiB mmap, wal_autocheckpoint=10000 pages, journal_size_limit=64 MiB), at each page size; median of %d rounds, the page sizes taking turns. Close is the closing of the writer connection, which checkpoints the log into the file. Cold: every chunk read back in id order after dropping the kernel caches; warm: again. I/O: this process's /proc/self/io over write and close (one transaction).", pageSizeRounds),
+		Intro:  fmt.Sprintf("100 MiB of distinct data stored as 64 KiB blobs keyed by SHA-256 (the vault's chunks table) in a fresh database with the vault's connection settings (avfs-wal VFS, synchronous=NORMAL, 16 MB cache, 1 GiB mmap, wal_autocheckpoint=40 MiB of log in pages of the size measured, journal_size_limit=64 MiB), at each page size; median of %d rounds, the page sizes taking turns. Close is the closing of the writer connection, which checkpoints the log into the file. Cold: every chunk read back in id order after dropping the kernel caches; warm: again. I/O: this process's /proc/self/io over write and close (one transaction).", pageSizeRounds),
 		Header: []string{"page size", "write, 1 transaction", "close", "write, 4 MiB transactions", "close", "cold read", "warm read", "read syscalls / bytes", "write syscalls / bytes", "file"},
 	}
 	meta := section{
