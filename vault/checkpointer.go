@@ -36,10 +36,12 @@ import (
 // the writes instead of stalling them, on its own connection (its page
 // cache: 16 MB), and the log's shared-memory index header (100 bytes) is
 // read after each commit to decide. Measured (tests/bench section
-// 16-checkpointer, a loaded machine, medians of 5): 100 MiB in 4 MiB
-// transactions written in 1.95 s against 3.23 s; Close right after it
-// 774 ms against 449 ms (what the faster writes left unsynced is synced
-// there), Close 500 ms after it 80 ms against 419 ms.
+// 16-checkpointer, medians of 5, docs/benchmarks.md): after 100 MiB in 4
+// MiB transactions, Close 500 ms later 12 ms against 134 ms (quiet
+// machine; 80 ms against 419 ms loaded), but Close right after 199 ms
+// against 131 ms: it folds what is pending then, 0–50 MiB, where the
+// inline checkpoint leaves 20; the writes 673 ms against 647 ms (quiet),
+// 1.95 s against 3.23 s (loaded, slow fsync).
 //
 // Invariant: the log never grows without bound. A process without the
 // background checkpointer (every one-shot CLI process) keeps SQLite's own
