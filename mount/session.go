@@ -173,8 +173,11 @@ func Mount(ctx context.Context, store Store, dir string, opts Options) (*Session
 		}
 		s.locked = true
 		// The mount may write for hours (builds, installs): the vault
-		// keeps its history bounded meanwhile, in the background.
+		// keeps its history bounded meanwhile, in the background, and
+		// checkpoints its log there too, off the write path and out of
+		// unmount.
 		store.StartRetention()
+		store.StartCheckpointer()
 	}
 	if err := s.serve(); err != nil {
 		s.release()

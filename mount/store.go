@@ -41,6 +41,10 @@ type Store interface {
 	// StartRetention bounds history in the background while the mount
 	// serves writes (vault.Vault.StartRetention).
 	StartRetention()
+	// StartCheckpointer copies the write-ahead log back into the vault
+	// file in the background, off the write path and out of unmount
+	// (vault.Vault.StartCheckpointer).
+	StartCheckpointer()
 }
 
 var _ Store = (*vault.Vault)(nil)

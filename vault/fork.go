@@ -54,6 +54,10 @@ func (s *Store) fork(ctx context.Context, src, dst string) (Info, error) {
 	if err := ValidName(src); err != nil {
 		return Info{}, err
 	}
+	pageSize, err := pageSizeOf(s.Opts)
+	if err != nil {
+		return Info{}, err
+	}
 	path, err := filepath.Abs(s.PathOf(dst))
 	if err != nil {
 		return Info{}, wire.Errorf(wire.CodeHostIO, "fork vault: %w", err)
@@ -76,7 +80,7 @@ func (s *Store) fork(ctx context.Context, src, dst string) (Info, error) {
 	// The new file and its schema do not depend on the parent: make them
 	// while the parent is opened and pinned.
 	prepared := make(chan *forkBuild, 1)
-	go func() { prepared <- prepareFork(ctx, tmp) }()
+	go func() { prepared <- prepareFork(ctx, tmp, pageSize) }()
 	var b *forkBuild
 	defer func() {
 		if b == nil {
@@ -202,7 +206,7 @@ type forkBuild struct {
 // prepareFork writes into the (empty) file tmp the vault schema and its
 // indexes (kept during the copy rather than built after it: a sort costs
 // more fresh memory).
-func prepareFork(ctx context.Context, tmp string) *forkBuild {
+func prepareFork(ctx context.Context, tmp string, pageSize int) *forkBuild {
 	b := &forkBuild{}
 	if b.db, b.err = sql.Open("sqlite3", "file:"+tmp+"?_journal_mode=OFF&_synchronous=OFF"); b.err != nil {
 		return b
@@ -211,9 +215,10 @@ func prepareFork(ctx context.Context, tmp string) *forkBuild {
 	if b.conn, b.err = b.db.Conn(ctx); b.err != nil {
 		return b
 	}
-	// auto_vacuum before the first table: a fork can give freed pages back
-	// like any vault (see compactIfSparse).
-	b.err = b.exec(ctx, "PRAGMA auto_vacuum = INCREMENTAL; PRAGMA cache_size = 64; BEGIN; "+schemaSQL+indexSQL+fmt.Sprintf("PRAGMA user_version = %d; COMMIT", schemaVersion))
+	// Page size and auto_vacuum before the first table: a fork has a new
+	// vault's page size (PageSize), and can give freed pages back like any
+	// vault (see compactIfSparse).
+	b.err = b.exec(ctx, fmt.Sprintf("PRAGMA page_size = %d; ", pageSize)+"PRAGMA auto_vacuum = INCREMENTAL; PRAGMA cache_size = 64; BEGIN; "+schemaSQL+indexSQL+fmt.Sprintf("PRAGMA user_version = %d; COMMIT", schemaVersion))
 	return b
 }
 

@@ -197,6 +197,7 @@ func (v *Vault) update(ctx context.Context, op string, fn func(t *txn) error) er
 	if (grew && !t.stageOnly) || t.stagedIn {
 		v.kickRetention(t.st)
 	}
+	v.kickCheckpointer()
 	return nil
 }
 

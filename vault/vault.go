@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -42,7 +43,8 @@ type Vault struct {
 	mu     sync.Mutex
 	parent *Vault // lazily opened parent of a fork (read-only use)
 	closed bool
-	bg     *retainLoop // background retention (StartRetention); nil when not started
+	bg     *retainLoop              // background retention (StartRetention); nil when not started
+	ckpt   atomic.Pointer[ckptLoop] // background checkpoints (StartCheckpointer); nil when not started
 
 	retainMu sync.Mutex // one retention pass at a time (RetainIfDue)
 	// passHead is 1 + the audit chain's head right after this Vault's
@@ -98,6 +100,9 @@ type Options struct {
 	// Check check the MACs of the rows that have one. Without one, rows are
 	// written unanchored (no MAC) and MACs are not checked.
 	AuditKey []byte
+	// PageSize is the SQLite page size of a vault Create or a Store's Fork
+	// makes (0: PageSize). Opening an existing vault ignores it.
+	PageSize int
 }
 
 // Info describes a vault (its JSON is pinned in wire).
@@ -124,11 +129,29 @@ const cacheSize = "-16000"
 func init() {
 	sql.Register(driverName, &sqlite3.SQLiteDriver{
 		ConnectHook: func(c *sqlite3.SQLiteConn) error {
-			// Shrink the WAL back after checkpoints instead of keeping its largest size.
-			_, err := c.Exec("PRAGMA journal_size_limit = 67108864; PRAGMA wal_autocheckpoint = 10000; "+mmapPragma, nil)
+			// Shrink the WAL back after checkpoints instead of keeping its
+			// largest size; checkpoint inline at walAutoCheckpointBytes
+			// of log, whatever the vault's page size.
+			_, err := c.Exec(fmt.Sprintf("PRAGMA journal_size_limit = 67108864; PRAGMA wal_autocheckpoint = %d; ", autoCheckpointPages(walAutoCheckpointBytes, connPageSize(c)))+mmapPragma, nil)
 			return err
 		},
 	})
+}
+
+// connPageSize is the page size of c's main database, 0 when it cannot be
+// read (a new, empty file has none yet either: SQLite then reports 4096).
+func connPageSize(c *sqlite3.SQLiteConn) int64 {
+	rows, err := c.Query("PRAGMA page_size", nil)
+	if err != nil {
+		return 0
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, 1)
+	if rows.Next(dest) != nil {
+		return 0
+	}
+	n, _ := dest[0].(int64)
+	return n
 }
 
 func dsn(path string, write bool) string {
@@ -178,6 +201,10 @@ func Create(ctx context.Context, path, name string, opts Options) (*Vault, error
 	if _, err := os.Lstat(path); err == nil {
 		return nil, exists()
 	}
+	pageSize, err := pageSizeOf(opts)
+	if err != nil {
+		return nil, err
+	}
 	// The vault is made whole under a name of its own, then linked into
 	// place: a process that opens path (two first runs creating the
 	// default vault at once) never sees a file without its schema, and
@@ -191,6 +218,9 @@ func Create(ctx context.Context, path, name string, opts Options) (*Vault, error
 	}
 	f.Close()
 	defer removeFiles(tmp)
+	if err := formatEmpty(ctx, tmp, pageSize); err != nil {
+		return nil, err
+	}
 	v, err := open(tmp, opts, false)
 	if err != nil {
 		return nil, err
@@ -472,6 +502,7 @@ func (v *Vault) Close() error {
 		return nil
 	}
 	v.closed = true
+	v.stopCheckpointer() // under mu: StartCheckpointer cannot start another
 	if v.parent != nil {
 		v.parent.Close()
 	}
