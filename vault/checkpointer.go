@@ -169,7 +169,7 @@ func (l *ckptLoop) record(err error) {
 // interrupted one would leave all its copying to Close.
 func (l *ckptLoop) run(v *Vault) {
 	ctx := context.Background()
-	db, err := sql.Open(driverName, dsn(v.path, true))
+	db, err := sql.Open(writerDriverName, dsn(v.path, true))
 	if err != nil {
 		l.record(storageErr("checkpoint", err))
 		return
