@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
+	"avfs/engine"
 	"avfs/linediff"
 	"avfs/vault"
 	"avfs/wire"
@@ -158,4 +160,45 @@ func lineCounts(before, after *vault.FileReader) (added, removed int, ok bool, e
 		}
 	}
 	return added, removed, true, nil
+}
+
+// ApproveMerge decides with the effects policy on the change set of a
+// merge of fork (vault.MergeOptions.Approve): allow (or
+// allow_with_checkpoint) lets it apply; deny or require_approval fails
+// with effects_denied, details decision and reasons, so nothing is
+// applied (a merge is not held: a person merges again once the policy
+// allows, or merges with a policy that does). The input is that of a run
+// of `avfs vault merge FORK` whose changes are the merge's, without
+// content hashes or line counts (a merge copies content it does not
+// read). A policy without HasEffects allows.
+func ApproveMerge(ctx context.Context, p *engine.Policy, fork string, changes []vault.Change) error {
+	if !p.HasEffects() {
+		return nil
+	}
+	argv := []string{"avfs", "vault", "merge", fork}
+	cmd := wire.Command{Argv: argv, Raw: strings.Join(argv, " "), Program: "avfs", Args: argv[1:], Flags: []string{}, FlagValues: map[string]string{},
+		Operands: argv[1:], Wrappers: []wire.Wrapper{}, Assignments: map[string]string{}, Redirects: []wire.Redirect{}, Origin: "argv", PipelineLen: 1}
+	in := &wire.EffectsInput{SchemaVersion: wire.EffectsInputSchemaVersion, Decision: wire.Allow, Changes: []wire.EffectsChange{},
+		Command: &wire.Input{SchemaVersion: 1, Command: cmd, Commands: []wire.Command{cmd}, Paths: []wire.Path{}, Cwd: "/", Env: []string{}}}
+	for _, wc := range wireChanges(changes) {
+		in.Changes = append(in.Changes, wire.EffectsChange{Path: wc.Path, Op: wc.Op, Kind: wc.Kind, SizeBefore: wc.SizeBefore, SizeAfter: wc.SizeAfter,
+			ModeBefore: wc.ModeBefore, ModeAfter: wc.ModeAfter})
+		in.Totals.Files++
+		switch {
+		case wc.Op == "deleted":
+			in.Totals.Deleted++
+		case wc.Kind == "file" && wc.SizeAfter != nil:
+			in.Totals.BytesWritten += *wc.SizeAfter
+		}
+	}
+	res, err := p.DecideEffects(ctx, in)
+	if err != nil {
+		return err
+	}
+	if res.Decision == wire.Allow || res.Decision == wire.AllowWithCheckpoint {
+		return nil
+	}
+	ids := reasonIDs(res.Reasons)
+	return wire.Errorf(wire.CodeEffectsDenied, "the effects policy decided %s on merging %q (%s): nothing was applied", res.Decision, fork, strings.Join(ids, ", ")).
+		With("decision", res.Decision).With("reasons", ids)
 }

@@ -276,3 +276,50 @@ func TestEffectsInput(t *testing.T) {
 		t.Errorf("b.txt: %+v", d)
 	}
 }
+
+// A merge's change set goes through the effects policy: a fork that adds
+// a git hook is refused whole (effects_denied, nothing applied); one with
+// ordinary changes merges.
+func TestApproveMerge(t *testing.T) {
+	ctx := context.Background()
+	r := effectsRunner(t)
+	shellRun(t, r, seed)
+	p, err := r.LoadPolicy(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := func(name string, files map[string]string) {
+		t.Helper()
+		fv, err := r.Store.Fork(ctx, "default", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fv.Close()
+		for path, text := range files {
+			if _, err := fv.WriteFile(ctx, path, strings.NewReader(text), vault.WriteOptions{Parents: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	merge := func(name string) error {
+		_, err := r.Store.Merge(ctx, name, vault.MergeOptions{Approve: func(ctx context.Context, cs []vault.Change) error {
+			return ApproveMerge(ctx, p, name, cs)
+		}})
+		return err
+	}
+	before := tree(t, r)
+	fork("hooked", map[string]string{"/.git/hooks/pre-commit": "#!/bin/sh\n", "/src/new.txt": "x\n"})
+	if err := merge("hooked"); !wire.HasCode(err, wire.CodeEffectsDenied) || !strings.Contains(err.Error(), "avfs.effects.protected_path") {
+		t.Fatalf("merge of a hook: %v", err)
+	}
+	if got := tree(t, r); !sameEntries(got, before) {
+		t.Fatalf("a refused merge changed the vault: %v", got)
+	}
+	fork("plain", map[string]string{"/src/new.txt": "x\n"})
+	if err := merge("plain"); err != nil {
+		t.Fatal(err)
+	}
+	if got := tree(t, r); got["/src/new.txt"] != "file 0644 x\n" {
+		t.Fatalf("after the merge: %v", got)
+	}
+}

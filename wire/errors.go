@@ -46,6 +46,7 @@ const (
 	CodeAuditKey           Code = "audit_key_invalid"     // the installation's audit key file cannot be trusted or read (a symlink, another owner, group/world access, wrong size)
 	CodeConflict           Code = "conflict"              // the vault changed since what was asked for was computed (held changes, a preview); nothing applied
 	CodeMergeConflict      Code = "merge_conflict"        // vault merge found paths both vaults changed and no choice resolves; nothing was applied; details list them
+	CodeEffectsDenied      Code = "effects_denied"        // the effects policy did not allow a change set (vault merge): deny or require_approval; nothing was applied; details: decision, reasons
 	CodeInternal           Code = "internal"              // a bug or an unexpected storage failure
 )
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"avfs/runner"
 	"avfs/vault"
 	"avfs/wire"
 )
@@ -30,7 +31,8 @@ func vaultMergeCommand(e *env) *cli.Command {
 			"--ours, --theirs or a --take-ours/--take-theirs PATH (which covers what is beneath PATH) resolves\n" +
 			"every conflict, nothing is applied and the merge fails with merge_conflict, listing them.\n" +
 			"The change set is applied to the parent in one transaction, with history versions and audit rows\n" +
-			"(op merge) and the parent's quotas; the fork is read, never changed, and stays. Refused\n" +
+			"(op merge) and the parent's quotas, once the effects policy allows the change set (effects_denied\n" +
+			"otherwise); the fork is read, never changed, and stays. Refused\n" +
 			"(vault_busy) while the fork or the parent is in a run or mounted for writing by another process.\n" +
 			"--dry-run prints what would change and the conflicts, and changes nothing.\n\n" +
 			"example: avfs vault merge attempt-2 --dry-run\n" +
@@ -51,6 +53,21 @@ func vaultMergeCommand(e *env) *cli.Command {
 			s, err := e.store()
 			if err != nil {
 				return err
+			}
+			cfg, err := loadConfig(e.home)
+			if err != nil {
+				return err
+			}
+			if !opts.DryRun && !cfg.Policy.SkipEffects {
+				// The change set goes through the effects policy, in the
+				// merge's transaction, before anything is applied.
+				p, _, err := e.loadPolicy(c)
+				if err != nil {
+					return err
+				}
+				opts.Approve = func(ctx context.Context, changes []vault.Change) error {
+					return runner.ApproveMerge(ctx, p, opts.Fork, changes)
+				}
 			}
 			res, err := runMerge(c.Context, s, opts)
 			if err != nil {

@@ -350,7 +350,7 @@ func checkEnvelope(t *testing.T, r proxyRun) {
 		{"schema_version", "number", false}, {"kind", "string", false}, {"id", "string", false}, {"vault", "string", false},
 		{"decision", "string", false}, {"decision_id", "string", false}, {"policy", "object", false}, {"command", "object", false},
 		{"checkpoint", "object", true}, {"approval", "object", true}, {"mount", "object", true}, {"process", "object", true},
-		{"changes", "array", false}, {"rollback", "object", true}, {"timing", "object", false}, {"error", "object", true},
+		{"changes", "array", false}, {"rollback", "object", true}, {"effects", "object", true}, {"timing", "object", false}, {"error", "object", true},
 	})
 	check("policy.", d["policy"].(map[string]any), []want{{"reasons", "array", false}, {"bundles", "array", false}, {"eval_us", "number", false}})
 	check("command.", d["command"].(map[string]any), []want{{"argv", "array", false}, {"cwd", "string", false}})
@@ -393,6 +393,9 @@ func checkEnvelope(t *testing.T, r proxyRun) {
 		want := env.Process.ExitCode
 		if env.Process.TimedOut {
 			want = wire.ExitTimedOut
+		}
+		if e := env.Effects; env.Preview != nil || e != nil && e.Outcome != wire.EffectsKept {
+			want = wire.ExitNotRun // the changes are not the vault's: undone, held or previewed
 		}
 		if r.code != want {
 			fail("exit %d, want %d", r.code, want)
