@@ -70,7 +70,7 @@ func effectsBench(ctx context.Context, cfg config) ([]section, error) {
 	}
 	sortDur(on)
 	sortDur(offs)
-	rows := [][]string{{"`proxy exec -- true`, whole process", fmtDur(median(offs)), fmtDur(median(on)), fmtDur(median(on) - median(offs))}}
+	rows := [][]string{{"`proxy exec -- true`, whole process", fmtDur(median(offs)), fmtDur(median(on)), fmt.Sprintf("%+.1f ms", float64(median(on)-median(offs))/1e6)}}
 	for _, n := range []int{10, 1000, 10000} {
 		// Each run makes n new files in a directory of its own, then the
 		// next round deletes them: both sides of the summary are measured.
