@@ -109,13 +109,61 @@ func (r *Runner) restore(ctx context.Context, v *vault.Vault, name, ref string) 
 // that changes landed under it (a restore, undone or held changes), so
 // the kernel forgets what it cached of them.
 func (r *Runner) invalidate(ctx context.Context, name string, changes []vault.Change) {
+	paths := make([]string, 0, len(changes))
+	for _, c := range changes {
+		paths = append(paths, c.Path)
+	}
+	r.invalidatePaths(ctx, name, paths)
+}
+
+// invalidatePaths is invalidate for changed paths.
+func (r *Runner) invalidatePaths(ctx context.Context, name string, paths []string) {
 	if a := r.attachedTo(name); a != nil && a.Session != nil {
-		paths := make([]string, 0, len(changes))
-		for _, c := range changes {
-			paths = append(paths, c.Path)
-		}
 		a.Session.Invalidate(ctx, paths)
 	}
+}
+
+// Settle does what the decided approval id of vault name asks of held or
+// previewed changes (vault.Store.SettleApproval: a grant applies them, a
+// denied preview's fork goes), taking its turn with the vault's runs as
+// Restore does, the grant's proof checked as a run would; under this
+// process's attached mount the mount is told what changed. This is how
+// the approval of a live workspace's vault is settled, by the process
+// that serves it. Errors: as Restore's and SettleApproval's.
+func (r *Runner) Settle(ctx context.Context, name, id string, wait time.Duration) ([]wire.Change, error) {
+	v, err := r.Store.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	info, err := v.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	until := time.Now().Add(wait)
+	release, err := takeLocal(ctx, v.Path(), "settle", until)
+	if err != nil {
+		return nil, fmt.Errorf("settle approval: waited %s for the vault: %w", wait, err)
+	}
+	defer release()
+	if err := waitBusy(ctx, until, func() error { return v.Lock(ctx, LockExec, "settle") }); err != nil {
+		return nil, fmt.Errorf("settle approval: waited %s for the vault: %w", wait, err)
+	}
+	defer v.Unlock(context.WithoutCancel(ctx), LockExec)
+	a, err := v.Approval(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	applied, err := r.Store.SettleApproval(ctx, v, a, r.checkGrant)
+	paths := make([]string, 0, len(applied))
+	for _, c := range applied {
+		paths = append(paths, c.Path)
+	}
+	r.invalidatePaths(ctx, info.Name, paths)
+	if applied == nil {
+		applied = []wire.Change{}
+	}
+	return applied, err
 }
 
 // Restore returns the vault name to checkpoint ref, as `avfs checkpoint

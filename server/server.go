@@ -203,6 +203,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/precheck", s.precheck)
 	mux.HandleFunc("POST /v1/decide", s.decide)
 	mux.HandleFunc("POST /v1/restore", s.restore)
+	mux.HandleFunc("POST /v1/approvals/settle", s.settle)
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /v1/status", s.status)
 	s.hookRoutes(mux)

@@ -145,6 +145,21 @@ func HTTPStatus(c Code) int {
 	}
 }
 
+// SettleRequest is the body of POST /v1/approvals/settle: do what a
+// decided approval of held or previewed changes asks (apply them, or drop
+// a denied preview's fork) in the avfs that serves the vault.
+type SettleRequest struct {
+	Vault    string `json:"vault,omitempty"` // vault name (the current one when empty)
+	Approval string `json:"approval"`        // the approval's id
+	WaitMS   *int64 `json:"wait_ms,omitempty"`
+}
+
+// SettleResult answers POST /v1/approvals/settle: the changes applied to
+// the vault (none for a denial).
+type SettleResult struct {
+	Applied []Change `json:"applied"`
+}
+
 // RestoreRequest is the body of POST /v1/restore: return a vault to a
 // checkpoint, as `avfs checkpoint restore` does, through the daemon that
 // may hold it (a workspace's, which alone may change a vault it keeps

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
@@ -17,6 +18,7 @@ import (
 	"avfs/runner"
 	"avfs/vault"
 	"avfs/wire"
+	"avfs/workspace"
 )
 
 // approvalList is the JSON document of `avfs approval list`.
@@ -247,6 +249,30 @@ func approvalCommand(e *env) *cli.Command {
 	}
 }
 
+// settle does what the decided approval ap of vault v asks of held or
+// previewed changes (vault.Store.SettleApproval): through the avfs that
+// serves v as a workspace when one does (it alone may change the vault it
+// keeps mounted, and makes the mount forget what it cached), else here.
+func (e *env) settle(ctx context.Context, v *vault.Vault, ap vault.Approval) ([]wire.Change, error) {
+	info, err := v.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := workspace.Registry{Home: e.home}.ForVault(info.Name)
+	if err != nil {
+		return nil, err
+	}
+	if ws != nil {
+		res, err := serverSettle(ctx, ws.Socket, wire.SettleRequest{Vault: info.Name, Approval: ap.ID})
+		return res.Applied, err
+	}
+	store, err := e.store()
+	if err != nil {
+		return nil, err
+	}
+	return store.SettleApproval(ctx, v, ap, nil)
+}
+
 // approvalDecided is what `approval grant|deny --json` prints: the
 // approval, and for a grant of held changes the changes it applied.
 type approvalDecided struct {
@@ -307,11 +333,7 @@ func approvalDecideCommand(e *env, grant bool) *cli.Command {
 					// Held or previewed changes are applied now (granted),
 					// exactly as the run left them: nothing runs again; a
 					// denied preview's fork goes.
-					store, err := e.store()
-					if err != nil {
-						return err
-					}
-					applied, err := store.SettleApproval(c.Context, v, ap, nil)
+					applied, err := e.settle(c.Context, v, ap)
 					if err != nil {
 						return err
 					}

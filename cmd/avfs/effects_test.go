@@ -2,8 +2,12 @@ package main
 
 import (
 	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"avfs/mount"
 	"avfs/wire"
 )
 
@@ -48,4 +52,37 @@ func TestEffectsThroughCLI(t *testing.T) {
 	if r := a.json(nil, "vault", "info", preview.env.Preview.Fork); r.code == 0 {
 		t.Errorf("the preview's fork is still there after the grant: %s", r.stdout)
 	}
+}
+
+// In a workspace, held changes wait off the project directory, and
+// `approval grant` has the workspace's avfs apply them under its live
+// mount: the host path shows them at once.
+func TestHeldChangesInWorkspace(t *testing.T) {
+	requireFUSE(t)
+	a := newProxyAVFS(t)
+	proj := filepath.Join(t.TempDir(), "proj")
+	if err := os.MkdirAll(proj, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if mount.IsMounted(proj) {
+			a.exec(nil, "workspace", "down", proj, "--lazy")
+		}
+	})
+	var up wire.WorkspaceStatus
+	a.into(&up, "workspace", "up", proj)
+	var env wire.Envelope
+	r := a.exec(nil, "--json", "--vault", up.Vault, "proxy", "exec", "--shell", "mkdir -p .git/hooks && echo hook > .git/hooks/pre-push")
+	if err := json.Unmarshal(r.stdout, &env); err != nil || env.Effects == nil || env.Effects.Outcome != wire.EffectsHeld || env.Approval == nil {
+		t.Fatalf("held run in the workspace: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	hook := filepath.Join(proj, ".git", "hooks", "pre-push")
+	if _, err := os.Stat(hook); !os.IsNotExist(err) {
+		t.Fatalf("the held hook is on the host path: %v", err)
+	}
+	a.ok("--vault", up.Vault, "approval", "grant", env.Approval.ID)
+	if b, err := os.ReadFile(hook); err != nil || string(b) != "hook\n" {
+		t.Fatalf("after the grant: %q %v", b, err)
+	}
+	a.ok("workspace", "down", proj)
 }

@@ -168,35 +168,53 @@ func (e *env) serverExec(c *cli.Context, req runner.Request, addr string) (env *
 // not answer is vault_busy (it holds the vault, or did).
 func serverRestore(ctx context.Context, addr string, in wire.RestoreRequest) (vault.RestoreResult, error) {
 	var res vault.RestoreResult
+	err := postServer(ctx, addr, "/v1/restore", "restore", in, &res)
+	return res, err
+}
+
+// serverSettle asks the avfs serve at addr to settle a decided approval
+// of held or previewed changes (POST /v1/approvals/settle), as
+// serverRestore asks a restore.
+func serverSettle(ctx context.Context, addr string, in wire.SettleRequest) (wire.SettleResult, error) {
+	var res wire.SettleResult
+	err := postServer(ctx, addr, "/v1/approvals/settle", "settle approval", in, &res)
+	return res, err
+}
+
+// postServer posts in to path of the avfs serve at addr and reads its
+// answer into out; op names the operation in errors. An error document it
+// answers is its error; one that does not answer is vault_busy (it holds
+// the vault, or did).
+func postServer(ctx context.Context, addr, path, op string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {
-		return res, err
+		return err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://avfs/v1/restore", bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://avfs"+path, bytes.NewReader(body))
 	if err != nil {
-		return res, err
+		return err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	resp, err := serveClient(addr, nil).Do(hreq)
 	if err != nil {
-		return res, wire.Errorf(wire.CodeVaultBusy, "restore: the avfs that serves the vault at %s is not answering: %v", addr, err)
+		return wire.Errorf(wire.CodeVaultBusy, "%s: the avfs that serves the vault at %s is not answering: %v", op, addr, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return res, wire.Errorf(wire.CodeHostIO, "restore: avfs serve at %s: %v", addr, err)
+		return wire.Errorf(wire.CodeHostIO, "%s: avfs serve at %s: %v", op, addr, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var doc wire.ErrorDocument
 		if json.Unmarshal(b, &doc) == nil && doc.Error != nil {
-			return res, errorFromDocument(doc, "restore")
+			return errorFromDocument(doc, op)
 		}
-		return res, fmt.Errorf("restore: avfs serve at %s answered HTTP %d", addr, resp.StatusCode)
+		return fmt.Errorf("%s: avfs serve at %s answered HTTP %d", op, addr, resp.StatusCode)
 	}
-	if err := json.Unmarshal(b, &res); err != nil {
-		return res, fmt.Errorf("restore: avfs serve at %s: not a restore answer: %v", addr, err)
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s: avfs serve at %s: not an answer: %v", op, addr, err)
 	}
-	return res, nil
+	return nil
 }
 
 // postExec runs req through the avfs serve at addr (POST /v1/exec) and
