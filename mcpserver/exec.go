@@ -324,7 +324,11 @@ func (h *handlers) decide(ctx context.Context, name, id string, grant bool, reas
 		if err == nil {
 			// Held or previewed changes apply as the run left them (or a
 			// denied preview's fork goes).
-			_, err = h.cfg.Store.SettleApproval(ctx, v, ap, nil)
+			if h.cfg.Settle != nil {
+				_, err = h.cfg.Settle(ctx, v, ap)
+			} else {
+				_, err = h.cfg.Store.SettleApproval(ctx, v, ap, nil)
+			}
 		}
 		return err
 	})

@@ -44,6 +44,10 @@ type Config struct {
 	// Restore restores a checkpoint for checkpoint_restore; nil restores
 	// it here, in the vault file.
 	Restore func(ctx context.Context, vault, ref string) (vault.RestoreResult, error)
+	// Settle does what a decided approval of held or previewed changes
+	// asks (vault.Store.SettleApproval) for approval_grant and
+	// approval_deny; nil settles here, in the vault the tool opened.
+	Settle func(ctx context.Context, v *vault.Vault, a vault.Approval) ([]wire.Change, error)
 	// Version is the server's version in the initialize answer.
 	Version string
 	// ProgressEvery is the interval of progress notifications while a

@@ -55,6 +55,7 @@ func mcpCommand(e *env) *cli.Command {
 				GrantProof: func() (func(vault.Approval) (string, error), error) { return grantProof(c, cfg) },
 				Forward:    e.forwardToWorkspace,
 				Restore:    e.restore,
+				Settle:     e.settle,
 			})
 			if addr := c.String("listen"); addr != "" {
 				return serveMCPHTTP(c.Context, e, srv, addr, os.Getenv(mcpTokenEnv))
