@@ -25,6 +25,7 @@ func TestGoldenPruneResult(t *testing.T) {
 
 func TestGoldenRetention(t *testing.T) {
 	checkGolden(t, "retention", RetentionResult{Vault: "work", Retention: VaultRetention{Versions: 32, MaxAgeS: 2592000, HistoryPct: 50, HistoryMinMB: 16},
+		Decisions: DecisionRetention{Max: 10000, MaxAgeS: 2592000, Recorded: 412},
 		LiveBytes: 31457280, StoredBytes: 48234496, BudgetBytes: 16777216, Versions: 2210})
 	checkGolden(t, "retention_off", RetentionResult{Vault: "audit-trail", Retention: VaultRetention{}, LiveBytes: 4096, StoredBytes: 1048576, Versions: 310})
 }

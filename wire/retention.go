@@ -38,4 +38,15 @@ type RetentionResult struct {
 	StoredBytes int64 `json:"stored_bytes"`
 	BudgetBytes int64 `json:"budget_bytes"`
 	Versions    int64 `json:"versions"` // versions recorded, all files
+	// Decisions are the limits on the policy decisions the vault records
+	// for replay (avfs policy replay) and how many it holds.
+	Decisions DecisionRetention `json:"decisions"`
+}
+
+// DecisionRetention bounds the decisions a vault records: the newest Max
+// (0 records none), none older than MaxAgeS seconds (0: any age).
+type DecisionRetention struct {
+	Max      int64 `json:"max"`
+	MaxAgeS  int64 `json:"max_age_s"`
+	Recorded int64 `json:"recorded"` // decisions recorded now
 }

@@ -19,6 +19,14 @@ func TestRetentionCommand(t *testing.T) {
 	equal(t, "set by flags", res.Retention, wire.VaultRetention{Versions: 3, MaxAgeS: 7 * 24 * 3600, HistoryPct: 50, HistoryMinMB: 16})
 	a.into(&res, "retention", "set", "history_pct", "100", "max_age", "off")
 	equal(t, "set by keys", res.Retention, wire.VaultRetention{Versions: 3, HistoryPct: 100, HistoryMinMB: 16})
+	equal(t, "decision limits by default", res.Decisions, wire.DecisionRetention{Max: 10000, MaxAgeS: 30 * 24 * 3600})
+
+	// The decisions the vault records for replay: two runs, then limits.
+	a.exec(nil, "--json", "proxy", "exec", "--", "true")
+	a.exec(nil, "--json", "proxy", "exec", "--", "ls")
+	a.into(&res, "retention", "set", "--decisions", "1", "decisions_max_age", "7d")
+	equal(t, "decision limits set, applied at once", res.Decisions, wire.DecisionRetention{Max: 1, MaxAgeS: 7 * 24 * 3600, Recorded: 1})
+	equal(t, "history settings kept", res.Retention, wire.VaultRetention{Versions: 3, HistoryPct: 100, HistoryMinMB: 16})
 	for _, bad := range [][]string{
 		{"retention", "set"},
 		{"retention", "set", "versions"},
@@ -26,6 +34,8 @@ func TestRetentionCommand(t *testing.T) {
 		{"retention", "set", "--max-age", "soon"},
 		{"retention", "set", "--versions", "-1"},
 		{"retention", "set", "--history-pct", "20000"},
+		{"retention", "set", "--decisions", "-1"},
+		{"retention", "set", "--decisions-max-age", "later"},
 	} {
 		r := a.json(nil, bad...)
 		if r.code == 0 || r.doc["error"] == nil {
@@ -34,11 +44,13 @@ func TestRetentionCommand(t *testing.T) {
 	}
 	a.into(&res, "retention", "off")
 	equal(t, "off", res.Retention, wire.VaultRetention{})
+	equal(t, "off leaves the decision limits", res.Decisions.Max, int64(1))
 	if out := string(a.exec(nil, "retention", "show").stdout); !strings.Contains(out, "every version is kept") {
 		t.Errorf("show when off: %q", out)
 	}
 	a.into(&res, "retention", "reset")
 	equal(t, "reset", res.Retention, wire.VaultRetention{Versions: 32, MaxAgeS: 30 * 24 * 3600, HistoryPct: 50, HistoryMinMB: 16})
+	equal(t, "reset decision limits", res.Decisions, wire.DecisionRetention{Max: 10000, MaxAgeS: 30 * 24 * 3600, Recorded: 1})
 }
 
 // TestGCAppliesRetention: gc removes the versions retention lets go, its
