@@ -1054,14 +1054,6 @@ func processReport(pr ProcResult) *wire.ProcessReport {
 	return p
 }
 
-// octal is a change's mode as the envelope writes it: "" when absent.
-func octal(m *wire.FileMode) string {
-	if m == nil {
-		return ""
-	}
-	return m.String()
-}
-
 func wireChanges(cs []vault.Change) []wire.Change { return vault.WireChanges(cs) }
 
 // workspace is the vault presented as a directory for one run.
