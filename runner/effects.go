@@ -76,7 +76,7 @@ func (x *execution) effects(ctx context.Context) error {
 		req := x.req
 		a, err := x.v.CreateApproval(ctx, vault.ApprovalRequest{Argv: req.Argv, Shell: req.Shell, Cwd: x.cwd, Env: req.Env, Vault: x.info.Name,
 			BundleRevision: revisions(res.Bundles), Reasons: reasonIDs(res.Reasons), Digest: x.digest, TTL: req.ApprovalTTL,
-			Held: &vault.HeldRef{Held: held.Held.ID, Base: held.Base.ID}})
+			Held: &vault.HeldRef{Held: held.Held.Name, Base: held.Base.Name}})
 		if err != nil {
 			return fmt.Errorf("ask approval for the held changes: %w", err)
 		}

@@ -312,6 +312,10 @@ func (v *Vault) GCWith(ctx context.Context, opt GCOptions) (GCResult, error) {
 		if _, err := t.sweepStaged(); err != nil {
 			return err
 		}
+		// Held changes whose approval expired are no longer anyone's.
+		if _, err := t.dropExpiredHeld(); err != nil {
+			return err
+		}
 		res.MarksReleased = int64(marks)
 		ret, err := t.retain()
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"time"
 
 	"avfs/wire"
@@ -49,10 +48,12 @@ type Held struct {
 	Base Checkpoint `json:"base"`
 }
 
-// HeldRef is what an approval of held changes records of them.
+// HeldRef is what an approval of held changes records of them: the names
+// of their checkpoints (unique, as execution ids are; a checkpoint's id
+// may be reused once it is deleted).
 type HeldRef struct {
-	Held int64 `json:"held_checkpoint"`
-	Base int64 `json:"base_checkpoint"`
+	Held string `json:"held_checkpoint"`
+	Base string `json:"base_checkpoint"`
 }
 
 // HoldChanges sets a run's changes aside, in one transaction: it saves the
@@ -165,10 +166,10 @@ func (v *Vault) ApplyHeld(ctx context.Context, id string, check func(Approval) e
 
 // heldCheckpoints finds the two checkpoints of ref.
 func heldCheckpoints(t *txn, ref *HeldRef) (held, base Checkpoint, err error) {
-	if held, err = findCheckpoint(t.ctx, t.tx, fmt.Sprint(ref.Held)); err != nil {
+	if held, err = findCheckpoint(t.ctx, t.tx, ref.Held); err != nil {
 		return
 	}
-	base, err = findCheckpoint(t.ctx, t.tx, fmt.Sprint(ref.Base))
+	base, err = findCheckpoint(t.ctx, t.tx, ref.Base)
 	return
 }
 
@@ -232,4 +233,53 @@ func (v *Vault) RestoreMark(ctx context.Context, m Mark, why string) (RestoreRes
 		return nil
 	})
 	return res, err
+}
+
+// dropExpiredHeld drops the held changes of approvals that expired before
+// anyone decided them (or that were granted and not applied in time):
+// their checkpoints would keep the run's state forever. It returns how
+// many it dropped. gc runs it.
+func (t *txn) dropExpiredHeld() (int, error) {
+	rows, err := t.tx.QueryContext(t.ctx, "SELECT "+approvalCols+" FROM approvals WHERE status IN (?, ?) AND expires_ns < ?", ApprovalPending, ApprovalGranted, t.now)
+	if err != nil {
+		return 0, err
+	}
+	var expired []Approval
+	for rows.Next() {
+		a, err := scanApproval(rows, time.Unix(0, t.now))
+		if err != nil {
+			rows.Close()
+			return 0, err
+		}
+		if a.Request.Held != nil {
+			expired = append(expired, a)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	for _, a := range expired {
+		if err := t.discardHeld(a); err != nil {
+			return 0, err
+		}
+	}
+	return len(expired), nil
+}
+
+// ExpiredPreviews lists the approvals of previewed runs that expired
+// undecided or unapplied: their forks are no longer anyone's
+// (DropExpiredPreviews deletes them).
+func (v *Vault) ExpiredPreviews(ctx context.Context) ([]Approval, error) {
+	as, err := v.Approvals(ctx, ApprovalExpired)
+	if err != nil {
+		return nil, err
+	}
+	var out []Approval
+	for _, a := range as {
+		if a.Request.Preview != nil {
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }

@@ -65,7 +65,7 @@ func runChanges(t *testing.T, v *Vault) Mark {
 func heldApproval(t *testing.T, v *Vault, h Held) Approval {
 	t.Helper()
 	a, err := v.CreateApproval(context.Background(), ApprovalRequest{Argv: []string{"x"}, Cwd: "/", Vault: "t", Digest: "d", TTL: time.Hour,
-		Held: &HeldRef{Held: h.Held.ID, Base: h.Base.ID}})
+		Held: &HeldRef{Held: h.Held.Name, Base: h.Base.Name}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,4 +223,75 @@ func TestChangesSinceContent(t *testing.T) {
 	if err := v.ChangesSinceContent(ctx, m, func(ContentChange) error { return nil }); !wire.HasCode(err, wire.CodeInvalidInput) {
 		t.Errorf("released mark: %v", err)
 	}
+}
+
+// gc drops held changes whose approval expired (their checkpoints go, a
+// late grant cannot apply them) and keeps those of a pending one.
+func TestGCDropsExpiredHeld(t *testing.T) {
+	ctx := context.Background()
+	_, v := newVault(t)
+	write(t, v, "/keep.txt", "before\n")
+	write(t, v, "/gone.txt", "x\n")
+	m := runChanges(t, v)
+	h, _, err := v.HoldChanges(ctx, m, "run1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = v.Release(ctx, m)
+	a, err := v.CreateApproval(ctx, ApprovalRequest{Argv: []string{"x"}, Cwd: "/", Vault: "t", Digest: "d", TTL: time.Nanosecond,
+		Held: &HeldRef{Held: h.Held.Name, Base: h.Base.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := v.CreateApproval(ctx, ApprovalRequest{Argv: []string{"y"}, Cwd: "/", Vault: "t", Digest: "d", TTL: time.Hour,
+		Held: &HeldRef{Held: h.Held.Name, Base: h.Base.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Denying the second approval discards run1's held changes; run2's are
+	// then held behind new checkpoints (which may take the ids the deleted
+	// ones had: approvals name them by their unique names) with a pending
+	// approval gc must keep, while the expired one still names run1's.
+	if _, err := v.DecideApproval(ctx, live.ID, false, "", "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	m2 := runChanges2(t, v)
+	h2, _, err := v.HoldChanges(ctx, m2, "run2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = v.Release(ctx, m2)
+	if _, err := v.CreateApproval(ctx, ApprovalRequest{Argv: []string{"z"}, Cwd: "/", Vault: "t", Digest: "d", TTL: time.Hour,
+		Held: &HeldRef{Held: h2.Held.Name, Base: h2.Base.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.GC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cps, err := v.Checkpoints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range cps {
+		names = append(names, c.Name)
+	}
+	if len(cps) != 2 || names[0] != "held-run2" || names[1] != "base-run2" {
+		t.Fatalf("checkpoints after gc: %v (the expired approval's should be gone, the pending one's kept)", names)
+	}
+	if _, err := v.ApplyHeld(ctx, a.ID, nil); !wire.HasCode(err, wire.CodeApprovalRejected) {
+		t.Errorf("apply of an expired approval: %v", err)
+	}
+	checkClean(t, v)
+}
+
+// runChanges2 is a second run's changes, after runChanges's were undone.
+func runChanges2(t *testing.T, v *Vault) Mark {
+	t.Helper()
+	m, err := v.Mark(context.Background(), "run2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, v, "/second.txt", "second run\n")
+	return m
 }

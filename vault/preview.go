@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"avfs/wire"
@@ -98,4 +99,25 @@ func (s *Store) dropPreview(ctx context.Context, ref *PreviewRef) error {
 		return err
 	}
 	return s.Delete(ctx, ref.Fork, false)
+}
+
+// DropExpiredPreviews deletes the forks of v's previewed runs whose
+// approvals expired (ExpiredPreviews), if they are still those forks, and
+// returns how many it deleted. avfs gc runs it.
+func (s *Store) DropExpiredPreviews(ctx context.Context, v *Vault) (int, error) {
+	as, err := v.ExpiredPreviews(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, a := range as {
+		if _, err := os.Lstat(s.PathOf(a.Request.Preview.Fork)); err != nil {
+			continue // gone already
+		}
+		if err := s.dropPreview(ctx, a.Request.Preview); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }

@@ -282,7 +282,8 @@ func gcCommand(e *env) *cli.Command {
 		Usage: "thin history as the vault's retention says, remove data nothing needs and compact the vault",
 		UsageText: "avfs gc [--vault NAME] [--dry-run]\n\n" +
 			"gc first removes the file versions the vault's retention settings let go (see avfs retention),\n" +
-			"then what no checkpoint, version or fork needs, then compacts the file.\n" +
+			"then what no checkpoint, version or fork needs, then compacts the file. Held changes and\n" +
+			"preview forks whose approval expired undecided go too.\n" +
 			"--dry-run says what gc would free (versions, rows, chunks, bytes, pins of forks that never\n" +
 			"completed, their temporary files) and changes nothing.\n\n" +
 			"example: avfs gc --vault work --dry-run",
@@ -296,6 +297,16 @@ func gcCommand(e *env) *cli.Command {
 				res, err := runGC(c, v, e.progress("gc", "steps"))
 				if err != nil {
 					return err
+				}
+				if !c.Bool("dry-run") {
+					// The forks of previews whose approval expired go too.
+					s, err := e.store()
+					if err != nil {
+						return err
+					}
+					if _, err := s.DropExpiredPreviews(c.Context, v); err != nil {
+						return err
+					}
 				}
 				return e.emit(wire.GCResult{Vault: name, GCCounts: res}, func(w io.Writer) error {
 					if res.DryRun {
