@@ -19,7 +19,7 @@ ENVELOPE_SCHEMA_VERSION = 1
 # Exit statuses of `avfs proxy exec` (wire/envelope.go), as timeout(1) uses them.
 EXIT_TIMED_OUT = 124  # the command ran out of time
 EXIT_AVFS_FAILED = 125  # avfs itself failed (bad input, vault, mount)
-EXIT_NOT_RUN = 126  # not run: deny or require_approval
+EXIT_NOT_RUN = 126  # not run: deny or require_approval; or its changes were undone, held or previewed
 EXIT_NOT_FOUND = 127  # the program does not exist
 
 # Decisions (wire/decision.go), from the most to the least permissive.
@@ -197,6 +197,26 @@ class RollbackReport(_Wire):
 
 
 @dataclass
+class EffectsReport(_Wire):
+    """The effects policy's decision on what the run did (docs/envelope.md, "Policy over effects")."""
+
+    decision: str = ""
+    reasons: List[Reason] = field(default_factory=list)
+    outcome: str = ""  # kept, undone or held
+    held: Optional[CheckpointRef] = None  # where held changes wait
+    eval_us: int = 0
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PreviewReport(_Wire):
+    """The throwaway fork a previewed run ran in (docs/envelope.md, "Approve the diff")."""
+
+    fork: str = ""
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Hint(_Wire):
     code: str = ""  # network_off
     message: str = ""
@@ -212,6 +232,7 @@ class Timing(_Wire):
     sandbox_ms: float = 0.0
     run_ms: float = 0.0
     summary_ms: float = 0.0
+    effects_ms: float = 0.0
     total_ms: float = 0.0
     extra: Dict[str, Any] = field(default_factory=dict)
 
@@ -236,8 +257,10 @@ class Envelope(_Wire):
     schema_version: int = 0
     kind: str = ""
     id: str = ""
-    vault: str = ""
+    vault: str = ""  # the vault the command ran in (the fork, with --fork)
+    forked_from: str = ""  # with --fork: the vault it was forked from
     decision: str = ""
+    decision_id: str = ""  # the id the decision is recorded under (avfs policy replay)
     policy: Optional[PolicyReport] = None
     command: Optional[CommandReport] = None
     checkpoint: Optional[CheckpointRef] = None
@@ -249,6 +272,8 @@ class Envelope(_Wire):
     changes_total: int = 0
     changes_truncated: bool = False
     rollback: Optional[RollbackReport] = None
+    effects: Optional[EffectsReport] = None
+    preview: Optional[PreviewReport] = None
     hints: List[Hint] = field(default_factory=list)
     timing: Optional[Timing] = None
     error: Optional[ErrorBody] = None
