@@ -219,6 +219,9 @@ func (v *Vault) RestoreCheckpointWith(ctx context.Context, ref string, opt Resto
 		if err != nil {
 			return err
 		}
+		if err := refuseHeldCheckpoint(t, cp); err != nil {
+			return err
+		}
 		res.Checkpoint = cp
 		changes, err := t.restoreGen(cp.Generation, opt.Progress, &total)
 		if err != nil {

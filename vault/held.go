@@ -283,3 +283,24 @@ func (v *Vault) ExpiredPreviews(ctx context.Context) ([]Approval, error) {
 	}
 	return out, nil
 }
+
+// refuseHeldCheckpoint fails with approval_rejected when cp keeps changes
+// held for an approval not yet settled: restoring it would apply them
+// without the approval (an agent's checkpoint_restore, say). Once the
+// approval is denied, used or expired, gc or the settlement removes it.
+func refuseHeldCheckpoint(t *txn, cp Checkpoint) error {
+	if cp.Name == "" {
+		return nil
+	}
+	var id string
+	err := t.tx.QueryRowContext(t.ctx, `SELECT id FROM approvals WHERE status IN (?, ?)
+		AND json_extract(request, '$.held.held_checkpoint') = ? LIMIT 1`, ApprovalPending, ApprovalGranted, cp.Name).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return wire.Errorf(wire.CodeApprovalRejected, "checkpoint %s keeps changes held for approval %s: they apply only when it is granted (avfs approval grant %s)", cp.Name, id, id).
+		With("approval", id).With("checkpoint", cp.Name)
+}

@@ -101,6 +101,13 @@ func TestHoldAndApply(t *testing.T) {
 	if _, err := v.ApplyHeld(ctx, a.ID, nil); !wire.HasCode(err, wire.CodeApprovalRejected) {
 		t.Fatalf("apply of a pending approval: %v", err)
 	}
+	// Nor does restoring the held checkpoint by hand apply them.
+	if _, err := v.RestoreCheckpoint(ctx, h.Held.Name); !wire.HasCode(err, wire.CodeApprovalRejected) {
+		t.Fatalf("restore of a held checkpoint: %v", err)
+	}
+	if got := vaultTree(t, v); !sameFiles(got, before) {
+		t.Fatalf("a refused restore changed the vault: %v", got)
+	}
 	if _, err := v.DecideApproval(ctx, a.ID, true, "ok", "test", ""); err != nil {
 		t.Fatal(err)
 	}
