@@ -131,38 +131,23 @@ func (r *Runner) invalidatePaths(ctx context.Context, name string, paths []strin
 // the approval of a live workspace's vault is settled, by the process
 // that serves it. Errors: as Restore's and SettleApproval's.
 func (r *Runner) Settle(ctx context.Context, name, id string, wait time.Duration) ([]wire.Change, error) {
-	v, err := r.Store.Open(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer v.Close()
-	info, err := v.Info(ctx)
-	if err != nil {
-		return nil, err
-	}
-	until := time.Now().Add(wait)
-	release, err := takeLocal(ctx, v.Path(), "settle", until)
-	if err != nil {
-		return nil, fmt.Errorf("settle approval: waited %s for the vault: %w", wait, err)
-	}
-	defer release()
-	if err := waitBusy(ctx, until, func() error { return v.Lock(ctx, LockExec, "settle") }); err != nil {
-		return nil, fmt.Errorf("settle approval: waited %s for the vault: %w", wait, err)
-	}
-	defer v.Unlock(context.WithoutCancel(ctx), LockExec)
-	a, err := v.Approval(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	applied, err := r.Store.SettleApproval(ctx, v, a, r.checkGrant)
-	paths := make([]string, 0, len(applied))
-	for _, c := range applied {
-		paths = append(paths, c.Path)
-	}
-	r.invalidatePaths(ctx, info.Name, paths)
-	if applied == nil {
-		applied = []wire.Change{}
-	}
+	applied := []wire.Change{}
+	err := r.inTurn(ctx, name, "settle approval", wait, func(v *vault.Vault, vaultName string) error {
+		a, err := v.Approval(ctx, id)
+		if err != nil {
+			return err
+		}
+		changes, err := r.Store.SettleApproval(ctx, v, a, r.checkGrant)
+		paths := make([]string, 0, len(changes))
+		for _, c := range changes {
+			paths = append(paths, c.Path)
+		}
+		r.invalidatePaths(ctx, vaultName, paths)
+		if changes != nil {
+			applied = changes
+		}
+		return err
+	})
 	return applied, err
 }
 
@@ -177,28 +162,41 @@ func (r *Runner) Settle(ctx context.Context, name, id string, wait time.Duration
 // exist, vault_busy after wait, or the vault's own errors. It never
 // creates a vault.
 func (r *Runner) Restore(ctx context.Context, name, ref string, wait time.Duration) (vault.RestoreResult, error) {
-	v, err := r.Store.Open(ctx, name)
-	if err != nil {
-		return vault.RestoreResult{}, err
-	}
-	defer v.Close()
-	info, err := v.Info(ctx)
-	if err != nil {
-		return vault.RestoreResult{}, err
-	}
-	until := time.Now().Add(wait)
-	release, err := takeLocal(ctx, v.Path(), "restore", until)
-	if err != nil {
-		return vault.RestoreResult{}, fmt.Errorf("restore: waited %s for the vault: %w", wait, err)
-	}
-	defer release()
-	if err := waitBusy(ctx, until, func() error { return v.Lock(ctx, LockExec, "restore") }); err != nil {
-		return vault.RestoreResult{}, fmt.Errorf("restore: waited %s for the vault: %w", wait, err)
-	}
-	defer v.Unlock(context.WithoutCancel(ctx), LockExec)
-	res, err := r.restore(ctx, v, info.Name, ref)
+	var res vault.RestoreResult
+	err := r.inTurn(ctx, name, "restore", wait, func(v *vault.Vault, vaultName string) error {
+		var err error
+		res, err = r.restore(ctx, v, vaultName, ref)
+		return err
+	})
 	if res.Changes == nil {
 		res.Changes = []vault.Change{}
 	}
 	return res, err
+}
+
+// inTurn opens vault name and runs f on it once it is this caller's turn
+// with the vault's runs (waiting up to wait, vault_busy after), holding
+// the vault as a run does until f returns; op names the operation in
+// errors.
+func (r *Runner) inTurn(ctx context.Context, name, op string, wait time.Duration, f func(v *vault.Vault, name string) error) error {
+	v, err := r.Store.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	info, err := v.Info(ctx)
+	if err != nil {
+		return err
+	}
+	until := time.Now().Add(wait)
+	release, err := takeLocal(ctx, v.Path(), op, until)
+	if err != nil {
+		return fmt.Errorf("%s: waited %s for the vault: %w", op, wait, err)
+	}
+	defer release()
+	if err := waitBusy(ctx, until, func() error { return v.Lock(ctx, LockExec, op) }); err != nil {
+		return fmt.Errorf("%s: waited %s for the vault: %w", op, wait, err)
+	}
+	defer v.Unlock(context.WithoutCancel(ctx), LockExec)
+	return f(v, info.Name)
 }

@@ -14,28 +14,17 @@ import (
 	"avfs/wire"
 )
 
-// effectsRunner is newTestRunner with an extension whose effects rules
-// deny any change to /secret* and hold any change to /review*.
-func effectsRunner(t *testing.T) *Runner {
+// extensionRunner is newTestRunner with the default bundle and an
+// extension bundle extensions.NAME whose Rego module is body.
+func extensionRunner(t *testing.T, name, body string) *Runner {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{
-		".manifest": `{"revision": "fx-1", "roots": ["extensions/fx"]}`,
-		"fx.rego": `package extensions.fx
-
-effects_reasons contains {"id": "fx.deny.secret", "message": c.path, "decision": "deny"} if {
-	some c in input.changes
-	startswith(c.path, "/secret")
-}
-
-effects_reasons contains {"id": "fx.hold.review", "message": c.path, "decision": "require_approval"} if {
-	some c in input.changes
-	startswith(c.path, "/review")
-}
-`,
+		".manifest":    `{"revision": "` + name + `-1", "roots": ["extensions/` + name + `"]}`,
+		name + ".rego": "package extensions." + name + "\n\n" + body,
 	}
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+	for file, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -48,6 +37,22 @@ effects_reasons contains {"id": "fx.hold.review", "message": c.path, "decision":
 		return engine.NewPolicy(ctx, set, engine.PolicyOptions{})
 	}
 	return r
+}
+
+// effectsRunner is newTestRunner with an extension whose effects rules
+// deny any change to /secret* and hold any change to /review*.
+func effectsRunner(t *testing.T) *Runner {
+	t.Helper()
+	return extensionRunner(t, "fx", `effects_reasons contains {"id": "fx.deny.secret", "message": c.path, "decision": "deny"} if {
+	some c in input.changes
+	startswith(c.path, "/secret")
+}
+
+effects_reasons contains {"id": "fx.hold.review", "message": c.path, "decision": "require_approval"} if {
+	some c in input.changes
+	startswith(c.path, "/review")
+}
+`)
 }
 
 // shellRun runs script in r's default vault (materialised, no sandbox).

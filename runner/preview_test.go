@@ -2,12 +2,8 @@ package runner
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"avfs/bundles"
-	"avfs/engine"
 	"avfs/vault"
 	"avfs/wire"
 )
@@ -16,31 +12,11 @@ import (
 // any run of tee.
 func previewRunner(t *testing.T) *Runner {
 	t.Helper()
-	dir := t.TempDir()
-	files := map[string]string{
-		".manifest": `{"revision": "pv-1", "roots": ["extensions/pv"]}`,
-		"pv.rego": `package extensions.pv
-
-reasons contains {"id": "pv.approval.tee", "message": "tee", "decision": "require_approval"} if {
+	return extensionRunner(t, "pv", `reasons contains {"id": "pv.approval.tee", "message": "tee", "decision": "require_approval"} if {
 	some cmd in input.commands
 	cmd.program == "tee"
 }
-`,
-	}
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r := newTestRunner(t)
-	r.LoadPolicy = func(ctx context.Context) (*engine.Policy, error) {
-		set, err := bundles.Load(ctx, bundles.Options{IncludeDefault: true, Paths: []string{dir}})
-		if err != nil {
-			return nil, err
-		}
-		return engine.NewPolicy(ctx, set, engine.PolicyOptions{})
-	}
-	return r
+`)
 }
 
 func previewRun(t *testing.T, r *Runner, script string) *wire.Envelope {

@@ -21,23 +21,37 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 0, wire.Errorf(wire.CodeUsage, "restore: checkpoint is required"))
 		return
 	}
-	wait := runner.DefaultBusyWait
-	if in.WaitMS != nil {
-		if *in.WaitMS < 0 {
-			writeError(w, 0, wire.Errorf(wire.CodeUsage, "restore: wait_ms must not be negative"))
-			return
-		}
-		wait = time.Duration(*in.WaitMS) * time.Millisecond
+	wait, err := waitOf(in.WaitMS, "restore")
+	if err != nil {
+		writeError(w, 0, err)
+		return
 	}
 	rn := s.state.Load().r
-	name := in.Vault
-	if name == "" {
-		name = rn.Store.Current()
-	}
-	res, err := rn.Restore(r.Context(), name, in.Checkpoint, wait)
+	res, err := rn.Restore(r.Context(), s.vaultOr(in.Vault), in.Checkpoint, wait)
 	if err != nil {
 		writeError(w, 0, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// waitOf is how long a request waits for the vault's runs in flight:
+// wait_ms, or runner.DefaultBusyWait when absent; op names the request in
+// the error a negative one gets.
+func waitOf(ms *int64, op string) (time.Duration, error) {
+	if ms == nil {
+		return runner.DefaultBusyWait, nil
+	}
+	if *ms < 0 {
+		return 0, wire.Errorf(wire.CodeUsage, "%s: wait_ms must not be negative", op)
+	}
+	return time.Duration(*ms) * time.Millisecond, nil
+}
+
+// vaultOr is name, or the current vault when name is "".
+func (s *Server) vaultOr(name string) string {
+	if name == "" {
+		return s.state.Load().r.Store.Current()
+	}
+	return name
 }

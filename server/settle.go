@@ -2,9 +2,7 @@ package server
 
 import (
 	"net/http"
-	"time"
 
-	"avfs/runner"
 	"avfs/wire"
 )
 
@@ -21,20 +19,12 @@ func (s *Server) settle(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 0, wire.Errorf(wire.CodeUsage, "settle: approval is required"))
 		return
 	}
-	wait := runner.DefaultBusyWait
-	if in.WaitMS != nil {
-		if *in.WaitMS < 0 {
-			writeError(w, 0, wire.Errorf(wire.CodeUsage, "settle: wait_ms must not be negative"))
-			return
-		}
-		wait = time.Duration(*in.WaitMS) * time.Millisecond
+	wait, err := waitOf(in.WaitMS, "settle")
+	if err != nil {
+		writeError(w, 0, err)
+		return
 	}
-	rn := s.state.Load().r
-	name := in.Vault
-	if name == "" {
-		name = rn.Store.Current()
-	}
-	applied, err := rn.Settle(r.Context(), name, in.Approval, wait)
+	applied, err := s.state.Load().r.Settle(r.Context(), s.vaultOr(in.Vault), in.Approval, wait)
 	if err != nil {
 		writeError(w, 0, err)
 		return
