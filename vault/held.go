@@ -30,11 +30,7 @@ func (r *FileReader) ContentHash() string {
 // fn returns. A released mark is invalid_input.
 func (v *Vault) ChangesSinceContent(ctx context.Context, m Mark, fn func(ContentChange) error) error {
 	return v.diffContent(ctx, "list changes", "/", func(q querier, st state) (int64, int64, error) {
-		var gen int64
-		err := q.QueryRowContext(ctx, "SELECT gen FROM marks WHERE id = ?", m.ID).Scan(&gen)
-		if errors.Is(err, sql.ErrNoRows) {
-			return 0, 0, wire.Errorf(wire.CodeInvalidInput, "mark %d was released", m.ID)
-		}
+		gen, err := markGen(ctx, q, m)
 		return gen, st.gen, err
 	}, fn)
 }
@@ -72,11 +68,7 @@ func (v *Vault) HoldChanges(ctx context.Context, m Mark, tag string) (Held, Rest
 		if err := refuseIfMounted(t, "hold changes"); err != nil {
 			return err
 		}
-		var gen int64
-		err := t.tx.QueryRowContext(ctx, "SELECT gen FROM marks WHERE id = ?", m.ID).Scan(&gen)
-		if errors.Is(err, sql.ErrNoRows) {
-			return wire.Errorf(wire.CodeInvalidInput, "mark %d was released", m.ID)
-		}
+		gen, err := markGen(ctx, t.tx, m)
 		if err != nil {
 			return err
 		}
@@ -217,11 +209,7 @@ func (v *Vault) RestoreMark(ctx context.Context, m Mark, why string) (RestoreRes
 		if err := refuseIfMounted(t, "undo run"); err != nil {
 			return err
 		}
-		var gen int64
-		err := t.tx.QueryRowContext(ctx, "SELECT gen FROM marks WHERE id = ?", m.ID).Scan(&gen)
-		if errors.Is(err, sql.ErrNoRows) {
-			return wire.Errorf(wire.CodeInvalidInput, "mark %d was released", m.ID)
-		}
+		gen, err := markGen(ctx, t.tx, m)
 		if err != nil {
 			return err
 		}

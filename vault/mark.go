@@ -43,11 +43,7 @@ func (v *Vault) Mark(ctx context.Context, purpose string) (Mark, error) {
 func (v *Vault) ChangesSince(ctx context.Context, m Mark) ([]Change, error) {
 	var out []Change
 	err := v.view(ctx, "list changes", func(q querier, st state) error {
-		var gen int64
-		err := q.QueryRowContext(ctx, "SELECT gen FROM marks WHERE id = ?", m.ID).Scan(&gen)
-		if errors.Is(err, sql.ErrNoRows) {
-			return wire.Errorf(wire.CodeInvalidInput, "mark %d was released", m.ID)
-		}
+		gen, err := markGen(ctx, q, m)
 		if err != nil {
 			return err
 		}
@@ -55,6 +51,16 @@ func (v *Vault) ChangesSince(ctx context.Context, m Mark) ([]Change, error) {
 		return err
 	})
 	return out, err
+}
+
+// markGen is the generation mark m pins; invalid_input once it was released.
+func markGen(ctx context.Context, q querier, m Mark) (int64, error) {
+	var gen int64
+	err := q.QueryRowContext(ctx, "SELECT gen FROM marks WHERE id = ?", m.ID).Scan(&gen)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, wire.Errorf(wire.CodeInvalidInput, "mark %d was released", m.ID)
+	}
+	return gen, err
 }
 
 // Release drops the mark and the old rows only it kept.
