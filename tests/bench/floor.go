@@ -19,20 +19,23 @@ import (
 // floorChunk is the size of the blobs the floor stores: the vault's chunk.
 const floorChunk = 64 << 10
 
-// sqliteFloor stores n bytes of distinct data as 64 KiB blobs, keyed by
+// sqliteFloors stores n bytes of distinct data as 64 KiB blobs, keyed by
 // their SHA-256 as the vault's chunks table is, in one WAL transaction of
 // a fresh database in dir with a new vault's page size (vault.PageSize),
 // opened as the vault opens its writer connection (the avfs-sqlite3
-// driver, the avfs-wal VFS, synchronous=NORMAL, the vault's cache): what
-// SQLite itself needs to store what a 100 MB write through the mount
-// stores. The data and its hashes are made before the clock starts.
-func sqliteFloor(ctx context.Context, dir string, n int) (time.Duration, error) {
+// driver, the avfs-wal VFS, synchronous=NORMAL, the vault's cache): Write
+// is what SQLite itself needs to store what a 100 MB write through the
+// mount stores. The data and its hashes are made before the clock starts.
+// Cold is what it needs to read the same chunks back after the kernel's
+// caches were dropped, each verified against its SHA-256 as the vault
+// verifies what it reads: the floor of a cold sequential read through the
+// mount.
+func sqliteFloors(ctx context.Context, dir string, n int) (floorResult, error) {
 	data, err := floorData(n)
 	if err != nil {
-		return 0, err
+		return floorResult{}, err
 	}
-	r, err := measureFloor(ctx, dir, data, floorSpec{PageSize: vault.PageSize})
-	return r.Write, err
+	return measureFloor(ctx, dir, data, floorSpec{PageSize: vault.PageSize, Reads: true, Verify: true})
 }
 
 // floorSet is distinct data and the SHA-256 of each of its 64 KiB chunks.
@@ -58,6 +61,8 @@ type floorSpec struct {
 	Batch    int // bytes per transaction; 0: all in one
 	// Reads also reads the data back, cold (caches dropped) and warm.
 	Reads bool
+	// Verify checks each chunk read against its SHA-256.
+	Verify bool
 }
 
 // floorResult is what one floor run measured.
@@ -194,7 +199,7 @@ func measureFloor(ctx context.Context, dir string, set floorSet, spec floorSpec)
 	defer rdb.Close()
 	for _, d := range []*time.Duration{&res.Cold, &res.Warm} {
 		start := time.Now()
-		n, err := floorRead(ctx, rdb)
+		n, err := floorRead(ctx, rdb, spec.Verify)
 		if err != nil {
 			return res, err
 		}
@@ -227,18 +232,22 @@ func floorTx(ctx context.Context, db *sql.DB, set floorSet, lo, hi int) error {
 }
 
 // floorRead reads every chunk in id order, one row at a time, as a
-// sequential read of a file does, and returns the bytes read.
-func floorRead(ctx context.Context, db *sql.DB) (int64, error) {
-	rows, err := db.QueryContext(ctx, "SELECT data FROM chunks ORDER BY id")
+// sequential read of a file does, and returns the bytes read. With
+// verify, each chunk's SHA-256 must be its hash.
+func floorRead(ctx context.Context, db *sql.DB, verify bool) (int64, error) {
+	rows, err := db.QueryContext(ctx, "SELECT hash, data FROM chunks ORDER BY id")
 	if err != nil {
 		return 0, err
 	}
 	defer rows.Close()
 	var n int64
-	var b sql.RawBytes
+	var h, b sql.RawBytes
 	for rows.Next() {
-		if err := rows.Scan(&b); err != nil {
+		if err := rows.Scan(&h, &b); err != nil {
 			return n, err
+		}
+		if sum := sha256.Sum256(b); verify && string(sum[:]) != string(h) {
+			return n, fmt.Errorf("sqlite floor: a chunk does not match its hash")
 		}
 		n += int64(len(b))
 	}
