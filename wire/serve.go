@@ -54,11 +54,14 @@ type DecideRequest struct {
 	Input      bool        `json:"input,omitempty"` // add the input document to the result
 }
 
-// DecideResult is the answer of POST /v1/decide, the document of `avfs
-// --json policy eval`.
+// DecideResult is the answer of POST /v1/decide: the document of `avfs
+// --json policy eval` and the decision's id.
 type DecideResult struct {
 	PolicyResult
-	Input *Input `json:"input,omitempty"`
+	// DecisionID is the decision's random id (a UUID), under which a
+	// decision log (OPA's decision_logs) has it; no vault records it.
+	DecisionID string `json:"decision_id"`
+	Input      *Input `json:"input,omitempty"`
 }
 
 // PrecheckKind is the kind of a PrecheckResult document.
