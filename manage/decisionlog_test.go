@@ -61,7 +61,7 @@ type receiver struct {
 	events  []event
 }
 
-func newReceiver(t *testing.T) *receiver {
+func newReceiver(t testing.TB) *receiver {
 	t.Helper()
 	rc := &receiver{}
 	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -127,7 +127,7 @@ mask contains "/input/env"
 // newManager builds and starts an OPA plugin manager from OPA's
 // configuration: a service at url, labels, and decision_logs with
 // reporting; the mask policy, if any, is in its store.
-func newManager(t *testing.T, url string, reporting map[string]any, mask string) *plugins.Manager {
+func newManager(t testing.TB, url string, reporting map[string]any, mask string) *plugins.Manager {
 	t.Helper()
 	ctx := context.Background()
 	store := inmem.New()
@@ -175,7 +175,7 @@ func manual() map[string]any {
 	return map[string]any{"trigger": "manual", "buffer_type": "event"}
 }
 
-func defaultPolicy(t *testing.T) *engine.Policy {
+func defaultPolicy(t testing.TB) *engine.Policy {
 	t.Helper()
 	ctx := context.Background()
 	set, err := bundles.Load(ctx, bundles.Options{IncludeDefault: true})
@@ -189,7 +189,7 @@ func defaultPolicy(t *testing.T) *engine.Policy {
 	return p
 }
 
-func newRunner(t *testing.T, l runner.DecisionLogger) *runner.Runner {
+func newRunner(t testing.TB, l runner.DecisionLogger) *runner.Runner {
 	t.Helper()
 	return &runner.Runner{Store: vault.NewStore(t.TempDir(), vault.Options{Actor: "test"}), RunDir: t.TempDir(), TempDir: t.TempDir(),
 		Sandbox: runner.SandboxConfig{Mode: runner.SandboxNone}, HostEnv: []string{"PATH=/usr/bin:/bin"}, Policy: defaultPolicy(t),
@@ -431,4 +431,24 @@ type failingLog struct{ calls atomic.Int64 }
 func (l *failingLog) LogDecision(context.Context, string, wire.DecisionSource, *wire.Input, wire.PolicyResult) error {
 	l.calls.Add(1)
 	return fmt.Errorf("log service gone")
+}
+
+// BenchmarkLogDecision is the cost of handing one decision of the default
+// policy to the plugin (the upload is the plugin's, in the background).
+func BenchmarkLogDecision(b *testing.B) {
+	ctx := context.Background()
+	rc := newReceiver(b)
+	pm := newManager(b, rc.URL, map[string]any{"trigger": "periodic", "min_delay_seconds": 1, "max_delay_seconds": 1}, "")
+	d := manage.NewDecisionLog(pm)
+	r := newRunner(b, nil)
+	res, err := server.Decide(ctx, r, wire.DecideRequest{Argv: []string{"git", "status"}, Input: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := d.LogDecision(ctx, res.DecisionID, wire.SourceDecide, res.Input, res.PolicyResult); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
