@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"path"
 	"strings"
 	"time"
@@ -59,10 +60,7 @@ func (v *Vault) ExportAudit(ctx context.Context, w io.Writer, opts AuditExportOp
 	enc.SetEscapeHTML(false) // details stay byte for byte as stored
 	var n int64
 	err := v.view(ctx, "export audit log", func(q querier, st state) error {
-		since := opts.Since.UnixNano()
-		if opts.Since.IsZero() {
-			since = 0
-		}
+		since := unixNanoOf(opts.Since)
 		rows, err := q.QueryContext(ctx, "SELECT id, time_ns, op, path, details, actor, prev_hash, hash, mac FROM audit WHERE time_ns >= ? ORDER BY id", since)
 		if err != nil {
 			return err
@@ -89,6 +87,18 @@ func (v *Vault) ExportAudit(ctx context.Context, w io.Writer, opts AuditExportOp
 		return n, wire.Errorf(wire.CodeHostIO, "write the audit export: %w", err)
 	}
 	return n, nil
+}
+
+// unixNanoOf is t in Unix nanoseconds, clamped to what they can hold (a
+// time after 2262 is later than every row, one before 1678 or zero earlier).
+func unixNanoOf(t time.Time) int64 {
+	switch {
+	case t.IsZero() || t.Before(time.Unix(0, math.MinInt64)):
+		return math.MinInt64
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
 }
 
 // storedAuditRow is one row of the audit table as stored, with its

@@ -224,6 +224,8 @@ func TestExportAuditSince(t *testing.T) {
 		{at.Add(6 * time.Second), 7, 3},
 		{at.Add(6*time.Second + 1), 8, 2},
 		{at.Add(time.Hour), 0, 0},
+		{time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC), 0, 0}, // past what Unix nanoseconds hold
+		{time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC), 1, 9},
 	} {
 		var b bytes.Buffer
 		n, err := v.ExportAudit(ctx, &b, AuditExportOptions{Format: wire.AuditExportJSONL, Since: tc.since})
