@@ -391,7 +391,7 @@ func (s *Server) precheck(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 0, err)
 		return
 	}
-	out := wire.PrecheckResult{Kind: wire.PrecheckKind, Decision: pc.Decision, Reasons: pc.Reasons, Bundles: pc.Bundles, Vault: pc.Vault}
+	out := wire.PrecheckResult{Kind: wire.PrecheckKind, Decision: pc.Decision, Reasons: pc.Reasons, Bundles: pc.Bundles, Vault: pc.Vault, DecisionID: pc.DecisionID}
 	if out.Reasons == nil {
 		out.Reasons = []wire.Reason{}
 	}

@@ -78,6 +78,9 @@ type PrecheckResult struct {
 	Reasons  []Reason     `json:"reasons"`
 	Bundles  []BundleInfo `json:"bundles"`
 	Vault    string       `json:"vault"` // the vault's name
+	// DecisionID is the decision's id: the vault's record of it and
+	// decision logs have it under this id.
+	DecisionID string `json:"decision_id"`
 	// Approval is, for require_approval only, the approval of exactly this
 	// run: a granted one when there is one, else a pending one (created
 	// when there was none). Its id is what --approval / approval_id takes.
