@@ -129,6 +129,14 @@ mask contains "/input/env"
 // reporting; the mask policy, if any, is in its store.
 func newManager(t testing.TB, url string, reporting map[string]any, mask string) *plugins.Manager {
 	t.Helper()
+	pm := startManager(t, url, reporting, mask)
+	t.Cleanup(func() { pm.Stop(context.Background()) })
+	return pm
+}
+
+// startManager is newManager's manager, which the test stops.
+func startManager(t testing.TB, url string, reporting map[string]any, mask string) *plugins.Manager {
+	t.Helper()
 	ctx := context.Background()
 	store := inmem.New()
 	if mask != "" {
@@ -159,7 +167,6 @@ func newManager(t testing.TB, url string, reporting map[string]any, mask string)
 	if err := pm.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pm.Stop(ctx) })
 	return pm
 }
 
@@ -365,6 +372,30 @@ func TestDecisionLogServiceDown(t *testing.T) {
 	}
 }
 
+// A process that ends (a one-shot avfs) stops its manager with a
+// deadline: the plugin uploads what it holds before it stops, long
+// before its next periodic upload.
+func TestDecisionLogFlushOnStop(t *testing.T) {
+	ctx := context.Background()
+	rc := newReceiver(t)
+	pm := startManager(t, rc.URL, map[string]any{"trigger": "periodic", "min_delay_seconds": 300, "max_delay_seconds": 600}, "")
+	r := newRunner(t, manage.NewDecisionLog(pm))
+	var want []string
+	for range 3 {
+		res, err := server.Decide(ctx, r, wire.DecideRequest{Argv: []string{"ls"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, res.DecisionID)
+	}
+	stop, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pm.Stop(stop)
+	if got := ids(rc.received()); !slices.Equal(got, want) {
+		t.Fatalf("received %v on stop, want %v", got, want)
+	}
+}
+
 // A buffer that is full drops its oldest events (reporting.buffer_size_
 // limit_events of the event buffer): the newest arrive.
 func TestDecisionLogBufferDropsOldest(t *testing.T) {
@@ -404,6 +435,12 @@ func TestNewDecisionLogNone(t *testing.T) {
 	var d *manage.DecisionLog
 	if err := d.LogDecision(context.Background(), "id", wire.SourceExec, &wire.Input{}, wire.PolicyResult{}); err != nil {
 		t.Fatal(err)
+	}
+	// Set on a Runner as is (a nil *DecisionLog in the interface), it
+	// logs nothing and decides as before.
+	r := newRunner(t, manage.NewDecisionLog(pm))
+	if res, err := server.Decide(context.Background(), r, wire.DecideRequest{Argv: []string{"ls"}}); err != nil || res.DecisionID == "" {
+		t.Fatalf("decide %+v %v", res, err)
 	}
 }
 
