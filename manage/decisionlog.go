@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/plugins"
 	"github.com/open-policy-agent/opa/v1/plugins/logs"
 	"github.com/open-policy-agent/opa/v1/server"
@@ -104,7 +105,14 @@ func decisionInfo(id string, source wire.DecisionSource, input *wire.Input, resu
 	for _, b := range result.Bundles {
 		bundles[b.Name] = server.BundleInfo{Revision: b.Revision}
 	}
-	return &server.Info{DecisionID: id, Path: DecisionPath, Input: &in, Results: &res, Bundles: bundles, Timestamp: now,
+	// The input as the drop and mask policies see it, made here from the
+	// plain value (as OPA's server hands over the AST it evaluated):
+	// the plugin then need not copy the input again to make it.
+	inAST, err := ast.InterfaceToValue(in)
+	if err != nil {
+		return nil, fmt.Errorf("encode the input: %w", err)
+	}
+	return &server.Info{DecisionID: id, Path: DecisionPath, Input: &in, InputAST: inAST, Results: &res, Bundles: bundles, Timestamp: now,
 		Custom: map[string]any{"source": string(source)}}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/logging"
 	"github.com/open-policy-agent/opa/v1/plugins"
 	"github.com/open-policy-agent/opa/v1/plugins/logs"
 	"github.com/open-policy-agent/opa/v1/storage"
@@ -155,7 +156,8 @@ func startManager(t testing.TB, url string, reporting map[string]any, mask strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	pm, err := plugins.New(cfg, "avfs-test", store)
+	quiet := logging.NewNoOpLogger()
+	pm, err := plugins.New(cfg, "avfs-test", store, plugins.Logger(quiet), plugins.ConsoleLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
