@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -329,15 +330,21 @@ func TestDecisionLogUnmasked(t *testing.T) {
 // is back, every event arrives, once.
 func TestDecisionLogServiceDown(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		state int32
-	}{{"503", receiverStatus}, {"closed", receiverClosed}} {
+		name   string
+		state  int32
+		buffer map[string]any
+	}{
+		{"503 event buffer", receiverStatus, map[string]any{"buffer_type": "event", "buffer_size_limit_events": 100}},
+		{"closed event buffer", receiverClosed, map[string]any{"buffer_type": "event", "buffer_size_limit_events": 100}},
+		{"503 size buffer", receiverStatus, map[string]any{"buffer_type": "size", "buffer_size_limit_bytes": 1 << 20}},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			rc := newReceiver(t)
 			rc.state.Store(tc.state)
-			pm := newManager(t, rc.URL, map[string]any{"trigger": "periodic", "min_delay_seconds": 1, "max_delay_seconds": 1,
-				"buffer_type": "event", "buffer_size_limit_events": 100}, "")
+			reporting := map[string]any{"trigger": "periodic", "min_delay_seconds": 1, "max_delay_seconds": 1}
+			maps.Copy(reporting, tc.buffer)
+			pm := newManager(t, rc.URL, reporting, "")
 			r := newRunner(t, manage.NewDecisionLog(pm))
 			var want []string
 			for range 5 {
