@@ -24,14 +24,36 @@ import (
 // no bundles) to replay, and is not recorded. Dry runs (`avfs policy
 // eval`, POST /v1/decide) record nothing.
 //
+// Each such decision is also handed to Runner.DecisionLog, when set (a
+// decision log: see DecisionLogger), under the same decision id, before
+// it is recorded: the id joins the vault's record, the envelope, the run's
+// audit row (its details' decision_id) and the decision log's event. A
+// decision the log does not take is still recorded and acted on: the log
+// never changes a decision nor holds a run up.
+//
 // A decision that cannot be recorded (a full disk, a busy vault) fails the
 // run after the decision (exit 125, the decision reported as made): avfs
 // does not run what it could not record, and a deny stays a deny. A
 // Precheck returns the error, and its caller fails closed.
 
-// newDecisionID returns a new decision id: a random UUID (version 4), the
+// DecisionLogger takes the policy's decisions to a decision log, beside
+// the vault's record of them (manage.DecisionLog: OPA's decision-log
+// plugin, configured by OPA's configuration file).
+//
+// LogDecision is given the decision's id (the envelope's decision_id),
+// the way the request came in, the input document the policy saw and the
+// policy's result (its bundles and their revisions included). It must not
+// wait for the network (buffer, and upload elsewhere) and must not keep
+// input or result past the call unless it copies them; it is called
+// concurrently by concurrent runs. Its error is ignored: a decision that
+// is not logged stands, and the logger reports its own failures.
+type DecisionLogger interface {
+	LogDecision(ctx context.Context, id string, source wire.DecisionSource, input *wire.Input, result wire.PolicyResult) error
+}
+
+// NewDecisionID returns a new decision id: a random UUID (version 4), the
 // form OPA's decision logs use for theirs.
-func newDecisionID() string {
+func NewDecisionID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
@@ -52,7 +74,10 @@ func (x *execution) recordDecision(ctx context.Context, input *wire.Input, res w
 	if command == "" {
 		command = engine.QuoteArgv(x.req.Argv)
 	}
-	id := newDecisionID()
+	id := NewDecisionID()
+	if l := x.r.DecisionLog; l != nil {
+		_ = l.LogDecision(ctx, id, source, input, res) // never changes the decision (see DecisionLogger)
+	}
 	err := x.v.RecordDecision(ctx, vault.DecisionRecord{DecisionID: id, Source: source, Command: command,
 		Decision: res.Decision, Reasons: reasonIDs(res.Reasons), Bundles: res.Bundles, Input: input})
 	if err != nil {

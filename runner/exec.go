@@ -93,6 +93,11 @@ type Runner struct {
 	// SkipEffects turns the effects stage off (policy.skip_effects in the
 	// config): the changes of a run stay as the first decision had them.
 	SkipEffects bool
+	// DecisionLog, when set, is told every decision of the policy about a
+	// run (Exec's decide stage, Precheck) under its decision id, beside
+	// the vault's record of it (see recordDecision): manage.DecisionLog
+	// sends them to OPA's decision-log plugin. nil logs nothing.
+	DecisionLog DecisionLogger
 
 	// fuseState, when set, replaces the process's (processFUSE): tests
 	// fake the mount with it.
@@ -526,7 +531,7 @@ func (x *execution) decide(ctx context.Context) error {
 		return err
 	}
 	x.digest = x.r.digest(req, cwd, x.info.Name, res.Bundles, x.view.input.Mode)
-	x.details = map[string]any{"id": x.out.ID, "decision": res.Decision, "argv": req.Argv, "shell": req.Shell, "reasons": reasonIDs(res.Reasons)}
+	x.details = map[string]any{"id": x.out.ID, "decision_id": x.out.DecisionID, "decision": res.Decision, "argv": req.Argv, "shell": req.Shell, "reasons": reasonIDs(res.Reasons)}
 	switch res.Decision {
 	case wire.Deny:
 		if err := v.Event(ctx, "exec", cwd, x.details); err != nil {

@@ -391,7 +391,7 @@ func (s *Server) precheck(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 0, err)
 		return
 	}
-	out := wire.PrecheckResult{Kind: wire.PrecheckKind, Decision: pc.Decision, Reasons: pc.Reasons, Bundles: pc.Bundles, Vault: pc.Vault}
+	out := wire.PrecheckResult{Kind: wire.PrecheckKind, Decision: pc.Decision, Reasons: pc.Reasons, Bundles: pc.Bundles, Vault: pc.Vault, DecisionID: pc.DecisionID}
 	if out.Reasons == nil {
 		out.Reasons = []wire.Reason{}
 	}
@@ -416,7 +416,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// Decide parses and decides in as `avfs policy eval` does with r's policy.
+// Decide parses and decides in as `avfs policy eval` does with r's policy,
+// under a new decision id (the result's decision_id). It records nothing
+// in a vault (a dry run), but r.DecisionLog, when set, is told the
+// decision (source wire.SourceDecide) as it is told a run's; a log that
+// fails leaves the answer as it is.
 func Decide(ctx context.Context, r *runner.Runner, in wire.DecideRequest) (wire.DecideResult, error) {
 	if (len(in.Argv) == 0) == (in.Shell == "") {
 		return wire.DecideResult{}, wire.Errorf(wire.CodeUsage, "decide needs argv or shell (not both)")
@@ -464,7 +468,10 @@ func Decide(ctx context.Context, r *runner.Runner, in wire.DecideRequest) (wire.
 	if err != nil {
 		return wire.DecideResult{}, err
 	}
-	out := wire.DecideResult{PolicyResult: res}
+	out := wire.DecideResult{PolicyResult: res, DecisionID: runner.NewDecisionID()}
+	if l := r.DecisionLog; l != nil {
+		_ = l.LogDecision(ctx, out.DecisionID, wire.SourceDecide, parsed, res) // never changes the answer (see runner.DecisionLogger)
+	}
 	if in.Input {
 		out.Input = parsed
 	}

@@ -35,10 +35,7 @@ func (v *Vault) Audit(ctx context.Context, aq AuditQuery) ([]AuditEntry, error) 
 	out := []AuditEntry{}
 	err := v.view(ctx, "read audit log", func(q querier, _ state) error {
 		query := "SELECT id, time_ns, op, path, details, actor FROM audit WHERE time_ns >= ? ORDER BY id DESC"
-		args := []any{aq.Since.UnixNano()}
-		if aq.Since.IsZero() {
-			args[0] = int64(0)
-		}
+		args := []any{unixNanoOf(aq.Since)}
 		if aq.Limit > 0 {
 			query += " LIMIT ?"
 			args = append(args, aq.Limit)

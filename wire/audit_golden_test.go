@@ -1,6 +1,12 @@
 package wire
 
-import "testing"
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 func TestGoldenAuditVerify(t *testing.T) {
 	ok := AuditVerify{Kind: AuditVerifyKind, Vault: "work", OK: true, Entries: 42, MAC: AuditMACChecked, Anchored: 30, Unanchored: 12, AnchoredFrom: 13,
@@ -20,6 +26,37 @@ func TestGoldenAuditVerify(t *testing.T) {
 	for _, f := range AuditFaults {
 		if f == "" {
 			t.Fatal("empty fault")
+		}
+	}
+}
+
+// TestGoldenAuditExport pins the summary of `avfs --json audit export
+// --out FILE`, and checks that every line of the pinned exports (written
+// by the vault package's TestGoldenAuditExport) is exactly a wire type.
+func TestGoldenAuditExport(t *testing.T) {
+	checkGolden(t, "audit_export", AuditExport{Kind: AuditExportKind, Format: AuditExportOCSF, Out: "/var/log/avfs/audit.ocsf.jsonl",
+		Vaults: []string{"default", "work"}, Events: 1234})
+	for _, tc := range []struct {
+		format AuditExportFormat
+		into   func() any
+	}{
+		{AuditExportJSONL, func() any { return &AuditEvent{} }},
+		{AuditExportOCSF, func() any { return &OCSFEvent{} }},
+	} {
+		b, err := os.ReadFile(filepath.Join("testdata", "golden", "audit_export_"+string(tc.format)+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n"))
+		if len(lines) < 2 {
+			t.Fatalf("%s: %d lines", tc.format, len(lines))
+		}
+		for i, line := range lines {
+			dec := json.NewDecoder(bytes.NewReader(line))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(tc.into()); err != nil {
+				t.Fatalf("%s line %d: %v", tc.format, i+1, err)
+			}
 		}
 	}
 }

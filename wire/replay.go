@@ -12,6 +12,7 @@ const (
 	SourceMCP      DecisionSource = "mcp"      // the exec tool of avfs mcp
 	SourceServe    DecisionSource = "serve"    // POST /v1/exec or /v1/precheck of avfs serve
 	SourcePrecheck DecisionSource = "precheck" // runner.Precheck without a source
+	SourceDecide   DecisionSource = "decide"   // POST /v1/decide of avfs serve: a dry run, in decision logs only (no vault records it)
 )
 
 // DecisionRecord is one decision avfs made, as a vault records it (see

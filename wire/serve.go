@@ -54,11 +54,14 @@ type DecideRequest struct {
 	Input      bool        `json:"input,omitempty"` // add the input document to the result
 }
 
-// DecideResult is the answer of POST /v1/decide, the document of `avfs
-// --json policy eval`.
+// DecideResult is the answer of POST /v1/decide: the document of `avfs
+// --json policy eval` and the decision's id.
 type DecideResult struct {
 	PolicyResult
-	Input *Input `json:"input,omitempty"`
+	// DecisionID is the decision's random id (a UUID), under which a
+	// decision log (OPA's decision_logs) has it; no vault records it.
+	DecisionID string `json:"decision_id"`
+	Input      *Input `json:"input,omitempty"`
 }
 
 // PrecheckKind is the kind of a PrecheckResult document.
@@ -75,6 +78,9 @@ type PrecheckResult struct {
 	Reasons  []Reason     `json:"reasons"`
 	Bundles  []BundleInfo `json:"bundles"`
 	Vault    string       `json:"vault"` // the vault's name
+	// DecisionID is the decision's id: the vault's record of it and
+	// decision logs have it under this id.
+	DecisionID string `json:"decision_id"`
 	// Approval is, for require_approval only, the approval of exactly this
 	// run: a granted one when there is one, else a pending one (created
 	// when there was none). Its id is what --approval / approval_id takes.

@@ -29,7 +29,11 @@ func TestGoldenServe(t *testing.T) {
 		"serve_precheck": PrecheckResult{Kind: PrecheckKind, Decision: RequireApproval,
 			Reasons: []Reason{{ID: "net.egress", Decision: RequireApproval, Message: "network access needs approval"}},
 			Bundles: []BundleInfo{{Name: "default", Revision: "avfs-default-1", Roots: []string{"avfs"}}}, Vault: "work",
-			Approval: &PrecheckApproval{ID: "ap-0123456789abcdef", Status: "pending"}},
+			DecisionID: "3c9d1e7a-2b4f-4a6e-8d0c-1f5b7a9e3d2c", Approval: &PrecheckApproval{ID: "ap-0123456789abcdef", Status: "pending"}},
+		"serve_decide": DecideResult{PolicyResult: PolicyResult{Decision: AllowWithCheckpoint,
+			Reasons: []Reason{{ID: "fs.write", Decision: AllowWithCheckpoint, Message: "writes the workspace"}},
+			Bundles: []BundleInfo{{Name: "default", Revision: "avfs-default-1", Roots: []string{"avfs"}}}, EvalUS: 180},
+			DecisionID: "0f8e2c4a-6b1d-4e3f-9a7c-5d2b8e1f0a3c"},
 	}
 	for name, v := range docs {
 		t.Run(name, func(t *testing.T) { checkGolden(t, name, v) })

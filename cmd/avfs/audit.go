@@ -33,7 +33,7 @@ func auditCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "audit",
 		Usage:     "show the vault's audit log (oldest first)",
-		UsageText: "avfs audit [--limit N] [--since TIME|DURATION]\n   avfs audit verify\n\nexample: avfs audit --since 1h --limit 20",
+		UsageText: "avfs audit [--limit N] [--since TIME|DURATION]\n   avfs audit verify\n   avfs audit export --format jsonl|ocsf [--since TIME] [--all] [--out FILE]\n\nexample: avfs audit --since 1h --limit 20",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "limit", Aliases: []string{"n"}, Usage: "only the newest `N` entries"},
 			&cli.StringFlag{Name: "since", Usage: "entries at or after `TIME` (RFC 3339) or that long ago (1h)"},
@@ -70,6 +70,7 @@ func auditCommand(e *env) *cli.Command {
 			})
 		},
 		Subcommands: []*cli.Command{
+			auditExportCommand(e),
 			{
 				Name:  "verify",
 				Usage: "verify the audit log: hash chain, MACs under the installation's audit key, checkpoint heads (exit 1 with integrity_failed when broken)",

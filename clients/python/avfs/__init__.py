@@ -169,7 +169,8 @@ class Avfs:
                cwd: Optional[str] = None, approval: Optional[str] = None) -> Dict[str, Any]:
         """What the policy says about a command, without running it: the
         document of ``avfs --json policy eval`` (decision, reasons, bundles,
-        sandbox), as a dict."""
+        sandbox), as a dict; through ``avfs serve`` also ``decision_id``,
+        the decision's id in a decision log."""
         if (argv is None) == (shell is None):
             raise ValueError("decide: give argv or shell, not both or neither")
         if self.server:
