@@ -820,4 +820,3 @@ func TestManaged(t *testing.T) {
 		t.Fatalf("decision after a reload: %+v", res)
 	}
 }
-
