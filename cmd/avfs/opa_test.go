@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,5 +129,99 @@ func TestOPAConfigOneShot(t *testing.T) {
 	r = a.proxy(nil, "true")
 	if r.env.Error == nil || r.env.Error.Code != wire.CodeInvalidInput || r.env.Process != nil {
 		t.Fatalf("broken OPA configuration: %s", r.raw)
+	}
+}
+
+// bundleServer is a bundle service on loopback serving one tarball with
+// an ETag (404 while there is none).
+type bundleServer struct {
+	*httptest.Server
+	mu      sync.Mutex
+	tarball []byte
+}
+
+func startBundleServer(t *testing.T) *bundleServer {
+	t.Helper()
+	s := &bundleServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		b := s.tarball
+		s.mu.Unlock()
+		if b == nil {
+			http.NotFound(w, r)
+			return
+		}
+		etag := fmt.Sprintf(`"%x"`, sha256.Sum256(b))
+		w.Header().Set("ETag", etag)
+		if r.Header.Get("If-None-Match") == etag {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("Content-Type", "application/gzip")
+		w.Write(b)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// serveBundle makes s serve the bundle of revision rev (persistBundle's).
+func (s *bundleServer) serveBundle(t *testing.T, rev string) {
+	t.Helper()
+	dir := t.TempDir()
+	persistBundle(t, dir, rev)
+	b, err := os.ReadFile(filepath.Join(dir, "bundles", "remote", "bundle.tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.tarball = b
+	s.mu.Unlock()
+}
+
+// TestServeOPAConfig: avfs serve --config-file is not ready, and denies,
+// until the bundle service serves the bundle; then it swaps the policy
+// to each revision served, without a restart.
+func TestServeOPAConfig(t *testing.T) {
+	t.Parallel()
+	a := newProxyAVFS(t)
+	bs := startBundleServer(t)
+	opaPath := filepath.Join(t.TempDir(), "opa.json")
+	text := `{"services": {"b": {"url": "` + bs.URL + `"}}, "bundles": {"remote": {"service": "b", "resource": "bundles/remote.tar.gz",
+		"polling": {"min_delay_seconds": 1, "max_delay_seconds": 1}}}}`
+	if err := os.WriteFile(opaPath, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := a.serve("--config-file", opaPath)
+	health := func() (int, wire.ServeHealth) {
+		code, b := d.get("/health?bundles&plugins")
+		var h wire.ServeHealth
+		json.Unmarshal(b, &h)
+		return code, h
+	}
+	if code, h := health(); code != http.StatusInternalServerError || !slices.Contains(h.BundlesNotActivated, "remote") {
+		t.Fatalf("health before the bundle: %d %+v", code, h)
+	}
+	revisions := func() string {
+		for _, b := range d.status().Bundles {
+			if b.Name == "remote" {
+				return b.Revision
+			}
+		}
+		return ""
+	}
+	if rev := revisions(); rev != "" {
+		t.Fatalf("a remote revision before the bundle: %q", rev)
+	}
+	for _, rev := range []string{"r1", "r2"} {
+		bs.serveBundle(t, rev)
+		for deadline := time.Now().Add(20 * time.Second); revisions() != rev; {
+			if time.Now().After(deadline) {
+				t.Fatalf("the policy is not swapped to %s: %s", rev, d.stderr)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if code, h := health(); code != http.StatusOK {
+		t.Fatalf("health after the bundle: %d %+v", code, h)
 	}
 }
