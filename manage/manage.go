@@ -40,7 +40,8 @@ import (
 // policy it compiles among OPA's plugins (to the status service, and
 // GET /health?plugins): OK once a policy was compiled from every
 // configured bundle, NOT_READY before, ERROR while the last activated
-// state could not be compiled (the previous policy is kept).
+// state could not be compiled, WARN while the last download or
+// activation of a bundle failed (in both, the previous policy is kept).
 const PluginName = "avfs_policy"
 
 // Options are what a Manager compiles the activated bundles with.
@@ -83,8 +84,14 @@ type Manager struct {
 	built    string // what the policy was compiled from (fingerprint), "" for nothing
 	settled  bool   // every configured bundle has been activated once
 	changed  chan struct{}
-	lastWhy  string // the reason of the unavailable policy, to tell changes
 	localGen int
+
+	// The state reported as PluginName (stateLocked).
+	waiting    string            // why the policy is unavailable, "" when not waiting
+	compileErr error             // of the last compile
+	bundleErrs map[string]string // bundle name -> why its last download or activation failed
+	reported   *plugins.Status   // the state last reported
+	listened   *bundleplugin.Plugin
 }
 
 // New builds OPA's plugin manager from cfg (LoadConfig) and the plugins
@@ -253,21 +260,85 @@ func (m *Manager) SetLocal(ctx context.Context, local *bundles.Set, opts engine.
 }
 
 // rebuild compiles the policy of the store's activated bundles if they
-// changed since the last compile, reports the outcome to OPA's plugin
-// status (PluginName) and the log, and returns the policy in use and the
-// compile's error.
+// changed since the last compile, reports the Manager's state to OPA's
+// plugin status (PluginName) when it changed, and returns the policy in
+// use and the compile's error.
 func (m *Manager) rebuild(ctx context.Context) (*engine.Policy, error) {
 	names, waiting := m.configured()
+	m.listen()
 	m.mu.Lock()
-	p, state, err, changed := m.rebuildLocked(ctx, names, waiting)
+	p, err, changed := m.rebuildLocked(ctx, names, waiting)
+	state := m.stateLocked()
+	report := m.reported == nil || *m.reported != state
+	if report {
+		m.reported = &state
+	}
 	m.mu.Unlock()
-	if state != nil {
-		m.opa.UpdatePluginStatus(PluginName, state)
+	if report {
+		m.opa.UpdatePluginStatus(PluginName, &state)
 	}
 	if changed && m.onChange != nil {
 		m.onChange()
 	}
 	return p, err
+}
+
+// listen registers the Manager for the bundle plugin's status updates
+// (errors of bundles OPA refused), once for each bundle plugin (discovery
+// may replace it). Never called with the plugin's lock held.
+func (m *Manager) listen() {
+	bp := bundleplugin.Lookup(m.opa)
+	m.mu.Lock()
+	known := bp == nil || bp == m.listened
+	m.listened = bp
+	m.mu.Unlock()
+	if !known {
+		bp.RegisterBulkListener(PluginName, m.bundleStatus)
+	}
+}
+
+// bundleStatus records which bundles the last download or activation
+// failed for, and has the state reported. The bundle plugin calls it with
+// its lock held: it only records and signals.
+func (m *Manager) bundleStatus(statuses map[string]*bundleplugin.Status) {
+	errs := map[string]string{}
+	for name, st := range statuses {
+		if st == nil || (st.Code == "" && len(st.Errors) == 0) {
+			continue
+		}
+		msg := st.Message
+		for _, e := range st.Errors {
+			msg += "; " + e.Error()
+		}
+		errs[name] = strings.TrimPrefix(msg, "; ")
+	}
+	m.mu.Lock()
+	m.bundleErrs = errs
+	m.mu.Unlock()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// stateLocked is the Manager's plugin status: NOT_READY while it waits for
+// bundles, ERROR while the activated bundles cannot be compiled, WARN while
+// the last download or activation of a bundle failed (OPA kept the
+// previous one), OK otherwise.
+func (m *Manager) stateLocked() plugins.Status {
+	switch {
+	case m.waiting != "":
+		return plugins.Status{State: plugins.StateNotReady, Message: m.waiting}
+	case m.compileErr != nil:
+		return plugins.Status{State: plugins.StateErr, Message: "the activated bundles could not be compiled, the policy in use stays: " + m.compileErr.Error()}
+	case len(m.bundleErrs) > 0:
+		var parts []string
+		for _, name := range util.KeysSorted(m.bundleErrs) {
+			parts = append(parts, "bundle "+name+": "+m.bundleErrs[name])
+		}
+		return plugins.Status{State: plugins.StateWarn, Message: strings.Join(parts, "; ") + " (the policy in use stays)"}
+	}
+	return plugins.Status{State: plugins.StateOK}
 }
 
 // configured are the names of the bundles the bundle plugin is
@@ -285,49 +356,48 @@ func (m *Manager) configured() (names []string, waiting string) {
 	return names, ""
 }
 
-// rebuildLocked is rebuild with m.mu held. state is the plugin status to
-// report (nil: unchanged), changed whether Policy changed.
-func (m *Manager) rebuildLocked(ctx context.Context, names []string, waiting string) (_ *engine.Policy, state *plugins.Status, _ error, changed bool) {
-	print, missing, err := m.activated(ctx, names)
+// rebuildLocked is rebuild with m.mu held; changed says whether Policy
+// changed.
+func (m *Manager) rebuildLocked(ctx context.Context, names []string, waiting string) (_ *engine.Policy, _ error, changed bool) {
+	fp, missing, err := m.activated(ctx, names)
 	if err != nil {
 		m.log.Error("Reading the activated bundles failed: %v", err)
-		return m.policy, &plugins.Status{State: plugins.StateErr, Message: err.Error()}, err, false
+		m.compileErr = err
+		return m.policy, err, false
 	}
 	if waiting == "" && len(missing) > 0 {
 		waiting = fmt.Sprintf("the bundle(s) %s configured in %s have not been activated yet", strings.Join(missing, ", "), m.cfg.Path)
 	}
+	m.waiting = waiting
 	if waiting != "" {
-		m.built, m.settled = "", false
-		if m.policy.Unavailable() != "" && m.lastWhy == waiting {
-			return m.policy, nil, nil, false
+		m.built, m.settled, m.compileErr = "", false, nil
+		if m.policy.Unavailable() == waiting {
+			return m.policy, nil, false
 		}
-		m.lastWhy = waiting
 		m.setPolicy(engine.NewUnavailablePolicy(waiting, m.local.Infos()), m.local)
-		return m.policy, &plugins.Status{State: plugins.StateNotReady, Message: waiting}, nil, true
+		return m.policy, nil, true
 	}
 	m.settled = true
-	print = fmt.Sprintf("%d\x00%s", m.localGen, print)
-	if print == m.built {
-		return m.policy, nil, nil, false
+	fp = fmt.Sprintf("%d\x00%s", m.localGen, fp)
+	if fp == m.built {
+		return m.policy, m.compileErr, false
 	}
-	m.built = print
+	m.built = fp
 	p, set, err := m.compile(ctx, names)
+	m.compileErr = err
 	if err != nil {
 		m.log.Error("The activated bundles cannot be compiled into avfs's policy; the policy in use stays: %v", err)
-		msg := "the activated bundles could not be compiled, the policy in use stays: " + err.Error()
 		if m.policy.Unavailable() != "" {
-			m.lastWhy = "the activated bundles could not be compiled: " + err.Error()
-			m.setPolicy(engine.NewUnavailablePolicy(m.lastWhy, m.local.Infos()), m.local)
-			changed = true
-		} else {
-			close(m.changed) // Wait returns: the bundles have settled
-			m.changed = make(chan struct{})
+			m.setPolicy(engine.NewUnavailablePolicy("the activated bundles could not be compiled: "+err.Error(), m.local.Infos()), m.local)
+			return m.policy, err, true
 		}
-		return m.policy, &plugins.Status{State: plugins.StateErr, Message: msg}, err, changed
+		close(m.changed) // Wait returns: the bundles have settled
+		m.changed = make(chan struct{})
+		return m.policy, err, false
 	}
 	m.setPolicy(p, set)
 	m.log.Info("Policy compiled from bundles %s.", bundleList(p.Bundles()))
-	return p, &plugins.Status{State: plugins.StateOK}, nil, true
+	return p, nil, true
 }
 
 // setPolicy makes p the policy and wakes Wait.
@@ -339,7 +409,7 @@ func (m *Manager) setPolicy(p *engine.Policy, set *bundles.Set) {
 
 // activated reads which of names the store holds activated (missing are
 // the others) and a fingerprint of their revisions and ETags.
-func (m *Manager) activated(ctx context.Context, names []string) (print string, missing []string, err error) {
+func (m *Manager) activated(ctx context.Context, names []string) (fp string, missing []string, err error) {
 	var b strings.Builder
 	err = storage.Txn(ctx, m.opa.Store, storage.TransactionParams{}, func(txn storage.Transaction) error {
 		have, err := opabundle.ReadBundleNamesFromStore(ctx, m.opa.Store, txn)

@@ -162,6 +162,10 @@ func TestBundleLifecycle(t *testing.T) {
 	if p := m.Policy(); revision(p) != "r2" || slices.Contains(reasons(t, p), "remote.r3") {
 		t.Fatalf("after a tampered bundle: %+v, %v", p.Bundles(), reasons(t, p))
 	}
+	poll(t, 10*time.Second, "the policy plugin warning of the refused bundle", func() bool {
+		s := m.PluginsNotOK()[PluginName]
+		return strings.HasPrefix(s, "WARN") && strings.Contains(s, "bundle remote")
+	})
 
 	// A bundle OPA activates but avfs cannot compile (a refused builtin):
 	// r2 stays, and the policy's plugin reports the error.
@@ -185,6 +189,7 @@ reasons contains {"id": "remote.r4", "message": "x", "decision": "deny"} if time
 	// bundle persisted, r5, at once.
 	publish(t, n.root, bundlePath, testBundle{revision: "r5", rego: denyModule("r5"), key: key})
 	poll(t, 15*time.Second, "revision r5", func() bool { return revision(m.Policy()) == "r5" })
+	poll(t, 10*time.Second, "all plugins OK again", func() bool { return len(m.PluginsNotOK()) == 0 })
 	m.Stop(context.Background())
 	n.stop()
 	offline := start(t, path, persist, nil)
