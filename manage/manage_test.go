@@ -284,3 +284,27 @@ func TestBadConfig(t *testing.T) {
 		t.Fatalf("got %v, want invalid_input naming the file", err)
 	}
 }
+
+// TestPluginsFromConfig: the status and decision-log plugins are made
+// from the configuration, as OPA's runtime makes them, and the Manager's
+// OPA is the manager they are registered with.
+func TestPluginsFromConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "opa.yaml")
+	text := "services:\n  s:\n    url: http://127.0.0.1:1\nstatus:\n  service: s\ndecision_logs:\n  service: s\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := start(t, path, filepath.Join(dir, "persist"), nil)
+	for _, name := range []string{"status", "decision_logs", "discovery", PluginName} {
+		if m.OPA().Plugin(name) == nil {
+			t.Errorf("no plugin %s", name)
+		}
+	}
+	// No bundle configured: the local bundles decide at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if p := m.Wait(ctx); p.Unavailable() != "" || len(p.Bundles()) != 1 {
+		t.Fatalf("without bundles: unavailable %q, bundles %+v", p.Unavailable(), p.Bundles())
+	}
+}
