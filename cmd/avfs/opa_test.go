@@ -224,4 +224,18 @@ func TestServeOPAConfig(t *testing.T) {
 	if code, h := health(); code != http.StatusOK {
 		t.Fatalf("health after the bundle: %d %+v", code, h)
 	}
+	// A change to OPA's configuration needs a restart: it is a reload
+	// error, and the policy in use stays.
+	if err := os.WriteFile(opaPath, []byte(text+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); d.status().LastReloadError == nil; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload error after OPA's configuration changed: %s", d.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := d.status(); !strings.Contains(st.LastReloadError.Message, "restart") || revisions() != "r2" {
+		t.Fatalf("after OPA's configuration changed: %+v", st)
+	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"avfs/bundles"
 	"avfs/engine"
-	"avfs/manage"
 	"avfs/runner"
 	"avfs/server"
 	"avfs/wire"
@@ -104,11 +103,13 @@ func (e *env) serveLoader(c *cli.Context, sp *servePolicy) server.Loader {
 			return nil, watch, err
 		}
 		opts := e.bundleOptionsOf(c, cfg)
-		var opa *manage.Config
+		// OPA's configuration is watched (a change to it is refused until
+		// a restart), not its persistence directory: what OPA's plugins
+		// persist there reaches the policy through them.
+		watch = append(trustedPaths(e.home, cfg, opts, nil), configPath(e.home))
 		if sp != nil {
-			opa = sp.m.Config()
+			watch = append(watch, sp.path)
 		}
-		watch = append(trustedPaths(e.home, cfg, opts, opa), configPath(e.home))
 		r, err := e.proxyRunner(c)
 		if err != nil {
 			return nil, watch, err
