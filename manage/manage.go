@@ -264,10 +264,10 @@ func (m *Manager) SetLocal(ctx context.Context, local *bundles.Set, opts engine.
 // plugin status (PluginName) when it changed, and returns the policy in
 // use and the compile's error.
 func (m *Manager) rebuild(ctx context.Context) (*engine.Policy, error) {
-	names, waiting := m.configured()
+	names, verified, waiting := m.configured()
 	m.listen()
 	m.mu.Lock()
-	p, err, changed := m.rebuildLocked(ctx, names, waiting)
+	p, err, changed := m.rebuildLocked(ctx, names, verified, waiting)
 	state := m.stateLocked()
 	report := m.reported == nil || *m.reported != state
 	if report {
@@ -342,23 +342,30 @@ func (m *Manager) stateLocked() plugins.Status {
 }
 
 // configured are the names of the bundles the bundle plugin is
-// configured with, sorted, and what is waited for before they are known
-// ("": nothing; the discovery bundle while it has not been activated).
-func (m *Manager) configured() (names []string, waiting string) {
+// configured with, sorted, those whose signature OPA's plugin requires
+// and verifies, and what is waited for before they are known ("":
+// nothing; the discovery bundle while it has not been activated). Never
+// called with m.mu held: the plugin's configuration lock is taken.
+func (m *Manager) configured() (names []string, verified map[string]bool, waiting string) {
 	if m.cfg.Discovery {
 		if s := m.opa.PluginStatus()[discovery.Name]; s == nil || s.State != plugins.StateOK {
-			return nil, "the discovery bundle has not been activated yet"
+			return nil, nil, "the discovery bundle has not been activated yet"
 		}
 	}
+	verified = map[string]bool{}
 	if bp := bundleplugin.Lookup(m.opa); bp != nil {
-		names = util.KeysSorted(bp.Config().Bundles)
+		srcs := bp.Config().Bundles
+		names = util.KeysSorted(srcs)
+		for name, src := range srcs {
+			verified[name] = src != nil && src.Signing.SignatureRequired()
+		}
 	}
-	return names, ""
+	return names, verified, ""
 }
 
 // rebuildLocked is rebuild with m.mu held; changed says whether Policy
 // changed.
-func (m *Manager) rebuildLocked(ctx context.Context, names []string, waiting string) (_ *engine.Policy, _ error, changed bool) {
+func (m *Manager) rebuildLocked(ctx context.Context, names []string, verified map[string]bool, waiting string) (_ *engine.Policy, _ error, changed bool) {
 	fp, missing, err := m.activated(ctx, names)
 	if err != nil {
 		m.log.Error("Reading the activated bundles failed: %v", err)
@@ -383,7 +390,7 @@ func (m *Manager) rebuildLocked(ctx context.Context, names []string, waiting str
 		return m.policy, m.compileErr, false
 	}
 	m.built = fp
-	p, set, err := m.compile(ctx, names)
+	p, set, err := m.compile(ctx, names, verified)
 	m.compileErr = err
 	if err != nil {
 		m.log.Error("The activated bundles cannot be compiled into avfs's policy; the policy in use stays: %v", err)
@@ -430,11 +437,15 @@ func (m *Manager) activated(ctx context.Context, names []string) (fp string, mis
 	return b.String(), missing, err
 }
 
-// compile compiles the local bundles with the activated ones called names.
-func (m *Manager) compile(ctx context.Context, names []string) (*engine.Policy, *bundles.Set, error) {
+// compile compiles the local bundles with the activated ones called names
+// (those of verified were signed and verified by OPA's plugin).
+func (m *Manager) compile(ctx context.Context, names []string, verified map[string]bool) (*engine.Policy, *bundles.Set, error) {
 	remote, err := bundles.FromStore(ctx, m.opa.Store, names)
 	if err != nil {
 		return nil, nil, err
+	}
+	for _, b := range remote {
+		b.Signed, b.Verified = verified[b.Name], verified[b.Name]
 	}
 	set := &bundles.Set{Bundles: append(slices.Clone(m.local.Bundles), remote...)}
 	if err := set.CheckRoots(); err != nil {

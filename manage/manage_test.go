@@ -121,6 +121,9 @@ func TestBundleLifecycle(t *testing.T) {
 	if !slices.ContainsFunc(p.Bundles(), func(b wire.BundleInfo) bool { return b.Name == bundles.DefaultName }) {
 		t.Fatalf("the default bundle is not in the policy: %+v", p.Bundles())
 	}
+	if _, set := m.Current(); !slices.ContainsFunc(set.Bundles, func(b *bundles.Bundle) bool { return b.Name == "remote" && b.Signed && b.Verified }) {
+		t.Errorf("the signed bundle is not said verified: %+v", set.Bundles)
+	}
 	if got := m.NotActivated(); len(got) != 0 {
 		t.Errorf("NotActivated after activation: %v", got)
 	}
