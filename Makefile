@@ -24,7 +24,7 @@ bin/avfs: $(shell find . \( -name '*.go' -o -name '*.c' \) -not -path './bin/*' 
 # deps installs the system packages the tests and benchmarks use (FUSE tools,
 # sqlite3, git, libtool for the real-tools tests, setpriv for the runs
 # without CAP_SYS_ADMIN, and bubblewrap, which `make bench` measures the
-# sandbox against).
+# sandbox against), and nginx, the bundle server of the manage tests.
 # It does nothing when they are present; CI calls it through .ci/run.
 deps:
 	@missing=""; \
@@ -34,6 +34,7 @@ deps:
 	command -v libtool >/dev/null || missing="$$missing libtool-bin"; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	command -v setpriv >/dev/null || missing="$$missing util-linux"; \
+	test -x /usr/sbin/nginx || missing="$$missing nginx"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

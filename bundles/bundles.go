@@ -204,6 +204,10 @@ func read(path string, vc *bundle.VerificationConfig) (bundle.Bundle, error) {
 	return r.Read()
 }
 
+// CheckRoots refuses a set with two bundles whose roots overlap (as Load
+// does): a bundle_invalid error naming both.
+func (s *Set) CheckRoots() error { return checkRoots(s.Bundles) }
+
 // checkRoots refuses two bundles whose roots overlap: one would overwrite
 // the other's data or rules. A bundle without roots owns all of data.
 func checkRoots(bs []*Bundle) error {

@@ -42,7 +42,8 @@ func (p *Policy) HasEffects() bool { return p.effects != nil }
 // decision on its changes and its reasons, sorted from the highest
 // decision down. It fails closed exactly as Decide does (an error, an
 // undefined decision, a bad shape, the deadline, invalid configuration
-// data: deny with the engine's reason saying why); a policy without
+// data, a policy made with NewUnavailablePolicy: deny with the engine's
+// reason saying why); a policy without
 // HasEffects is deny with ReasonFailClosed too, so a caller that asks
 // without checking never keeps changes it should not. res.Sandbox is
 // always empty: an effects decision grants nothing. Safe for concurrent
@@ -51,6 +52,9 @@ func (p *Policy) DecideEffects(ctx context.Context, in *wire.EffectsInput) (res 
 	res = wire.PolicyResult{Bundles: p.Bundles(), Reasons: []wire.Reason{}}
 	start := time.Now()
 	defer func() { res.EvalUS = max(time.Since(start).Microseconds(), 1) }()
+	if p.unavailable != "" {
+		return p.unavailableResult(res), nil
+	}
 	if len(p.configProblems) > 0 {
 		res.Decision = wire.Deny
 		for _, problem := range p.configProblems {

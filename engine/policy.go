@@ -53,6 +53,10 @@ const (
 	// ReasonEvalTimeout is given with deny when the evaluation took longer
 	// than the policy's deadline (PolicyOptions.EvalTimeout).
 	ReasonEvalTimeout = "avfs.engine.eval_timeout"
+	// ReasonPolicyUnavailable is given with deny by a policy made with
+	// NewUnavailablePolicy: there is no policy to evaluate yet (bundles
+	// the configuration names were never activated).
+	ReasonPolicyUnavailable = "avfs.engine.policy_unavailable"
 )
 
 // DefaultEvalTimeout is the deadline of one decision when
@@ -79,6 +83,40 @@ type Policy struct {
 	programs *Programs
 	// effects is EffectsEntrypoint prepared, nil when no rule defines it.
 	effects *rego.PreparedEvalQuery
+	// unavailable, when not empty, is why there is no policy: every
+	// decision is deny (NewUnavailablePolicy).
+	unavailable string
+}
+
+// NewUnavailablePolicy returns the policy in force while there is none to
+// evaluate, such as before the bundles a configuration names have been
+// activated: every Decide and DecideEffects is deny with the single reason
+// ReasonPolicyUnavailable, whose message is "denied because no policy is
+// available: " and why. It never allows anything, evaluates nothing and
+// grants nothing; an empty why is still deny (with a generic message).
+// bundles are what Bundles reports (the bundles it stands for). It has no
+// program specs (Programs is nil: commands are parsed with the defaults)
+// and no effects rule. It is safe for concurrent use.
+func NewUnavailablePolicy(why string, bundles []wire.BundleInfo) *Policy {
+	if why == "" {
+		why = "the policy has not been loaded"
+	}
+	if bundles == nil {
+		bundles = []wire.BundleInfo{}
+	}
+	return &Policy{bundles: slices.Clone(bundles), timeout: DefaultEvalTimeout, unavailable: why}
+}
+
+// Unavailable is why the policy denies every decision when it was made
+// with NewUnavailablePolicy, "" otherwise.
+func (p *Policy) Unavailable() string { return p.unavailable }
+
+// unavailableResult is the deny of a policy made with NewUnavailablePolicy.
+func (p *Policy) unavailableResult(res wire.PolicyResult) wire.PolicyResult {
+	res.Decision = wire.Deny
+	res.Reasons = []wire.Reason{{ID: ReasonPolicyUnavailable, Decision: wire.Deny,
+		Message: "denied because no policy is available: " + p.unavailable}}
+	return res
 }
 
 // PolicyOptions tune how NewPolicy compiles the bundles and how long a
@@ -318,6 +356,8 @@ func (p *Policy) Bundles() []wire.BundleInfo { return slices.Clone(p.bundles) }
 //   - when the policy errs, is undefined, or its decision or reasons are
 //     not of the expected shape, the result is deny with the single reason
 //     ReasonFailClosed saying why;
+//   - when the policy was made with NewUnavailablePolicy, the result is
+//     deny with the single reason ReasonPolicyUnavailable;
 //   - when the policy's ConfigProblems was not empty when it was loaded,
 //     the result is deny with one ReasonConfigInvalid for each problem,
 //     and the policy is not evaluated;
@@ -349,6 +389,9 @@ func (p *Policy) Decide(ctx context.Context, in *wire.Input, opts DecideOptions)
 	}
 	start := time.Now()
 	defer func() { res.EvalUS = max(time.Since(start).Microseconds(), 1) }()
+	if p.unavailable != "" {
+		return p.unavailableResult(res), nil
+	}
 	if len(p.configProblems) > 0 {
 		res.Decision = wire.Deny
 		for _, problem := range p.configProblems {
@@ -724,10 +767,10 @@ func structFields(t reflect.Type) []field {
 
 // IsFailClosed reports whether a result is a deny the engine gave because
 // the policy could not decide: it failed (ReasonFailClosed), ran past its
-// deadline (ReasonEvalTimeout) or has invalid configuration data
-// (ReasonConfigInvalid).
+// deadline (ReasonEvalTimeout), has invalid configuration data
+// (ReasonConfigInvalid) or is not available (ReasonPolicyUnavailable).
 func IsFailClosed(res wire.PolicyResult) bool {
 	return slices.ContainsFunc(res.Reasons, func(r wire.Reason) bool {
-		return r.ID == ReasonFailClosed || r.ID == ReasonEvalTimeout || r.ID == ReasonConfigInvalid
+		return r.ID == ReasonFailClosed || r.ID == ReasonEvalTimeout || r.ID == ReasonConfigInvalid || r.ID == ReasonPolicyUnavailable
 	})
 }

@@ -835,3 +835,46 @@ func TestCountExpressions(t *testing.T) {
 		t.Errorf("nil input: %d, %v; want 0 and invalid_input", n, err)
 	}
 }
+
+// TestUnavailablePolicy: a policy made with NewUnavailablePolicy denies
+// every decision, effects included, with ReasonPolicyUnavailable and why,
+// and grants nothing.
+func TestUnavailablePolicy(t *testing.T) {
+	infos := []wire.BundleInfo{{Name: "remote", Roots: []string{"extensions/remote"}}}
+	tests := []struct {
+		name, why, want string
+	}{
+		{"with a reason", "bundle remote was never activated", "bundle remote was never activated"},
+		{"without one", "", "has not been loaded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := NewUnavailablePolicy(tt.why, infos)
+			if p.Unavailable() == "" || p.HasEffects() || p.Programs() != nil {
+				t.Fatalf("Unavailable %q, HasEffects %v, Programs %v", p.Unavailable(), p.HasEffects(), p.Programs())
+			}
+			res, err := p.Decide(context.Background(), cmdInput("ls"), DecideOptions{Explain: ExplainFull})
+			if err != nil {
+				t.Fatal(err)
+			}
+			eff, err := p.DecideEffects(context.Background(), &wire.EffectsInput{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range []wire.PolicyResult{res, eff} {
+				if r.Decision != wire.Deny || !IsFailClosed(r) || len(r.Reasons) != 1 || r.Sandbox != (wire.SandboxGrant{}) {
+					t.Fatalf("got %+v, want a deny with one reason", r)
+				}
+				if got := r.Reasons[0]; got.ID != ReasonPolicyUnavailable || !strings.Contains(got.Message, tt.want) {
+					t.Errorf("reason %+v, want %s mentioning %q", got, ReasonPolicyUnavailable, tt.want)
+				}
+				if !slices.EqualFunc(r.Bundles, infos, func(a, b wire.BundleInfo) bool { return a.Name == b.Name }) {
+					t.Errorf("bundles %+v, want %+v", r.Bundles, infos)
+				}
+			}
+		})
+	}
+	if NewUnavailablePolicy("x", nil).Unavailable() == "" || defaultP(t).Unavailable() != "" {
+		t.Error("Unavailable tells the policies apart wrongly")
+	}
+}

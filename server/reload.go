@@ -50,13 +50,16 @@ func (s *Server) ReloadIfChanged(ctx context.Context) bool {
 	}
 	s.print = fingerprint(s.watch)
 	s.reloadAt = time.Now()
-	if err == nil && r.Policy == nil {
+	if err == nil && r.Policy == nil && s.cfg.Managed == nil {
 		err = fmt.Errorf("serve: the loader gave no policy")
 	}
 	if err != nil {
 		s.reloadErr = err
 		s.cfg.Log.Printf("reload failed, keeping the policy in use: %v", err)
 		return true
+	}
+	if s.cfg.Managed != nil {
+		r.Policy = s.cfg.Managed.Policy() // the latest, under s.mu as PolicyChanged
 	}
 	s.reloadErr = nil
 	s.reloads.Add(1)

@@ -6,13 +6,16 @@
 //	POST /v1/precheck what a run would be decided, nothing run (the decision of `avfs hook …`)
 //	POST /v1/decide  the policy's decision only, as `avfs --json policy eval`
 //	POST /v1/hooks/HARNESS  a harness's hook payload answered as `avfs hook HARNESS --server` (always 200)
-//	GET  /health     200 while a policy is loaded (?bundles: and it is the bundles' current content)
+//	GET  /health     200 while a policy is loaded (?bundles: and it is the bundles' current content,
+//	                 every managed bundle activated once; ?plugins: every OPA plugin OK)
 //	GET  /v1/status  bundle revisions, uptime, runs in flight, the last reload error
 //
 // Runs go through runner.Runner.Exec: runs on different vaults run in
 // parallel, runs on one vault take turns (waiting as long as the request's
 // wait_ms, as proxy exec does). The policy is reloaded when the files it is
-// made of change; a reload that fails keeps the last good one.
+// made of change; a reload that fails keeps the last good one. With OPA's
+// management plugins (Config.Managed), the policy is also swapped each time
+// they activate a bundle (PolicyChanged).
 package server
 
 import (
@@ -24,9 +27,11 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +74,25 @@ type Config struct {
 	// preparing the next one while no run is under way (see
 	// sandbox.Pool).
 	BuildSandboxes bool
+	// Managed, when set, is the policy OPA's management plugins keep: the
+	// policy of every runner the server uses is its Policy at the time
+	// (whatever the Loader's runner had), and GET /health?bundles&plugins
+	// asks it. Call PolicyChanged when its Policy changes.
+	Managed Managed
+}
+
+// Managed is the policy OPA's management plugins keep, as the server uses
+// it (manage.Manager). Its methods must be safe for concurrent use and
+// must not call the server.
+type Managed interface {
+	// Policy is the policy to decide with now.
+	Policy() *engine.Policy
+	// NotActivated are the bundles never activated once (OPA's
+	// /health?bundles), empty when all were.
+	NotActivated() []string
+	// PluginsNotOK are the plugins whose state is not OK, with their state
+	// and message (OPA's /health?plugins), empty when all are.
+	PluginsNotOK() map[string]string
 }
 
 // Server serves one policy to many clients. Its methods are safe for
@@ -124,6 +148,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.watch, s.print = watch, fingerprint(watch)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Managed != nil {
+		r.Policy = cfg.Managed.Policy()
 	}
 	if r.Policy == nil {
 		return nil, wire.Errorf(wire.CodeInternal, "serve: the loader gave no policy")
@@ -478,16 +505,68 @@ func Decide(ctx context.Context, r *runner.Runner, in wire.DecideRequest) (wire.
 	return out, nil
 }
 
+// PolicyChanged makes Config.Managed's current policy the policy of the
+// runs that start from now on (runs under way keep theirs). It does
+// nothing without Config.Managed, or when the policy is the one in use.
+// Safe for concurrent use.
+func (s *Server) PolicyChanged() {
+	if s.cfg.Managed == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state.Load()
+	p := s.cfg.Managed.Policy()
+	if p == nil || p == st.r.Policy {
+		return
+	}
+	r := *st.r // the runner's fields are settings: a copy runs as it does
+	r.Policy = p
+	s.state.Store(&state{r: &r, loadedAt: time.Now()})
+	if why := p.Unavailable(); why != "" {
+		s.cfg.Log.Printf("policy unavailable, every run is denied: %s", why)
+		return
+	}
+	s.cfg.Log.Printf("policy swapped: %s", bundleList(p.Bundles()))
+}
+
 // health is GET /health: 200 while a policy is loaded (always, once
-// serving); with ?bundles, 503 while the last reload failed (the policy in
+// serving). With ?bundles, 503 while the last reload failed (the policy in
 // use is not the bundles' current content), as OPA's bundle readiness.
+// With Config.Managed, as OPA's own /health: ?bundles is 500 until every
+// configured bundle was activated once, ?plugins 500 while a plugin is not
+// OK; the body says which.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	if _, ok := r.URL.Query()["bundles"]; ok {
+	q := r.URL.Query()
+	_, bundles := q["bundles"]
+	_, plugins := q["plugins"]
+	if bundles {
 		s.mu.Lock()
 		err := s.reloadErr
 		s.mu.Unlock()
 		if err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, wire.ServeHealth{Status: "stale", Error: err.Error()})
+			return
+		}
+	}
+	if m := s.cfg.Managed; m != nil && (bundles || plugins) {
+		h := wire.ServeHealth{Status: "not_ready"}
+		var why []string
+		if bundles {
+			if h.BundlesNotActivated = m.NotActivated(); len(h.BundlesNotActivated) > 0 {
+				why = append(why, "one or more bundles are not activated: "+strings.Join(h.BundlesNotActivated, ", "))
+			}
+		}
+		if plugins {
+			if notOK := m.PluginsNotOK(); len(notOK) > 0 {
+				h.PluginsNotOK = notOK
+				names := slices.Sorted(maps.Keys(notOK))
+				why = append(why, "one or more plugins are not up: "+strings.Join(names, ", "))
+			}
+		}
+		if len(why) > 0 {
+			h.Error = strings.Join(why, "; ")
+			writeJSON(w, http.StatusInternalServerError, h)
 			return
 		}
 	}

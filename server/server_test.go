@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -716,5 +717,106 @@ func TestExecPreparedSandbox(t *testing.T) {
 	ts.stop()
 	if ents, err := os.ReadDir(filepath.Join(ts.home, "run", "sandboxes")); err != nil || len(ents) != 0 {
 		t.Fatalf("after shutdown, the prepared roots: %v %v", ents, err)
+	}
+}
+
+// fakeManaged is a Managed whose answers the test sets.
+type fakeManaged struct {
+	mu           sync.Mutex
+	policy       *engine.Policy
+	notActivated []string
+	pluginsNotOK map[string]string
+}
+
+func (f *fakeManaged) Policy() *engine.Policy {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.policy
+}
+
+func (f *fakeManaged) NotActivated() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.notActivated
+}
+
+func (f *fakeManaged) PluginsNotOK() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pluginsNotOK
+}
+
+// TestManaged: with Config.Managed, the server decides with its policy
+// (not the loader's), swaps it on PolicyChanged and after a reload, and
+// /health?bundles and ?plugins answer 500 saying which until ready.
+func TestManaged(t *testing.T) {
+	home, bundle := t.TempDir(), t.TempDir()
+	writeBundle(t, bundle, "servetest-1", "")
+	f := &fakeManaged{policy: engine.NewUnavailablePolicy("bundle team was never activated", nil),
+		notActivated: []string{"team"}, pluginsNotOK: map[string]string{"bundle": "NOT_READY"}}
+	srv, err := New(context.Background(), Config{Load: loader(home, bundle), Poll: -1, Managed: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := srv.Handler()
+	call := func(method, path, body string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, path, strings.NewReader(body))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.Bytes()
+	}
+	decide := func() wire.DecideResult {
+		_, b := call("POST", "/v1/decide", `{"argv": ["touch", "a"]}`)
+		return into[wire.DecideResult](t, b)
+	}
+	tests := []struct {
+		path        string
+		code        int
+		bundles     []string
+		plugins     bool
+		wantInError string
+	}{
+		{"/health", 200, nil, false, ""},
+		{"/health?bundles", 500, []string{"team"}, false, "bundles are not activated: team"},
+		{"/health?plugins", 500, nil, true, "plugins are not up: bundle"},
+		{"/health?bundles&plugins", 500, []string{"team"}, true, "team"},
+	}
+	for _, tt := range tests {
+		code, b := call("GET", tt.path, "")
+		got := into[wire.ServeHealth](t, b)
+		if code != tt.code || strings.Join(got.BundlesNotActivated, ",") != strings.Join(tt.bundles, ",") ||
+			(got.PluginsNotOK["bundle"] != "") != tt.plugins || !strings.Contains(got.Error, tt.wantInError) {
+			t.Errorf("%s: %d %s", tt.path, code, b)
+		}
+	}
+	if res := decide(); res.Decision != wire.Deny || res.Reasons[0].ID != engine.ReasonPolicyUnavailable {
+		t.Fatalf("decision under the unavailable policy: %+v", res)
+	}
+	// The bundles activate: the server swaps to the managed policy.
+	r, _, err := loader(home, bundle)(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.policy, f.notActivated, f.pluginsNotOK = r.Policy, nil, nil
+	f.mu.Unlock()
+	srv.PolicyChanged()
+	if code, b := call("GET", "/health?bundles&plugins", ""); code != 200 {
+		t.Fatalf("health when ready: %d %s", code, b)
+	}
+	if res := decide(); res.Decision != wire.RequireApproval {
+		t.Fatalf("decision after PolicyChanged: %+v", res)
+	}
+	// A reload keeps the managed policy, not the loader's.
+	f.mu.Lock()
+	f.policy = engine.NewUnavailablePolicy("again", nil)
+	f.mu.Unlock()
+	writeBundle(t, bundle, "servetest-2", "")
+	if !srv.ReloadIfChanged(context.Background()) {
+		t.Fatal("no reload")
+	}
+	if res := decide(); res.Decision != wire.Deny || res.Reasons[0].ID != engine.ReasonPolicyUnavailable {
+		t.Fatalf("decision after a reload: %+v", res)
 	}
 }

@@ -95,8 +95,17 @@ type PrecheckApproval struct {
 
 // ServeHealth is the answer of GET /health.
 type ServeHealth struct {
-	Status string `json:"status"`          // "ok", or "stale" (?bundles: the last reload failed)
+	// Status is "ok"; "stale" (?bundles: the last reload failed, 503);
+	// or "not_ready" (?bundles or ?plugins with OPA's management plugins:
+	// a bundle was never activated or a plugin is not OK, 500).
+	Status string `json:"status"`
 	Error  string `json:"error,omitempty"` // why not ok
+	// BundlesNotActivated are the bundles (or "discovery", or the plugin
+	// avfs_policy) keeping ?bundles from ok: never activated once.
+	BundlesNotActivated []string `json:"bundles_not_activated,omitempty"`
+	// PluginsNotOK are the plugins keeping ?plugins from ok: each one's
+	// state (NOT_READY, ERROR, WARN) and message.
+	PluginsNotOK map[string]string `json:"plugins_not_ok,omitempty"`
 }
 
 // ServeStatus is the answer of GET /v1/status.

@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 
 	"avfs/hooks"
+	"avfs/manage"
 	"avfs/wire"
 )
 
@@ -32,6 +34,12 @@ type env struct {
 	// printed is set once a command has printed its JSON document, so that an
 	// error after it does not print a second one.
 	printed bool
+
+	// managerMu guards manager and managers: the Managers of OPA's
+	// plugins the command started (opa.go), stopped when it ends.
+	managerMu sync.Mutex
+	manager   *manage.Manager // a one-shot command's, reused
+	managers  []*manage.Manager
 }
 
 // globalFlags are accepted anywhere on the command line; run hoists them in
@@ -69,6 +77,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	}
 	err := app.RunContext(ctx, args)
+	e.stopManagers()
 	if h, ok := hookHarness(args); ok && err != nil && !e.printed {
 		// avfs failed before the hook could answer (no home, a flag it
 		// cannot read): the harness must still get its blocking answer,

@@ -31,7 +31,7 @@ func TestAuditKeyMadeOnFirstUse(t *testing.T) {
 			t.Fatalf("%s: %v %v, want mode %04o", p, fi.Mode(), err, mode)
 		}
 	}
-	if slices.Contains(trustedPaths(home, config{}, bundles.Options{}), auditKeyPath(home)) {
+	if slices.Contains(trustedPaths(home, config{}, bundles.Options{}, nil), auditKeyPath(home)) {
 		t.Fatal("the audit key is among the paths proxy exec trusts: every run without a sandbox would be refused")
 	}
 }

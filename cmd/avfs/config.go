@@ -87,6 +87,17 @@ type policyConfig struct {
 	// "Policy over effects"). Only the config can say so, never a flag
 	// the agent's call could carry.
 	SkipEffects bool `json:"skip_effects"`
+	// OPAConfig is OPA's configuration file (services, bundles, status,
+	// decision_logs, discovery, keys, labels, persistence_directory):
+	// the default of --config-file. Relative paths as for Bundles. Its
+	// bundles are compiled with the others (docs/policy.md, "Bundles
+	// from a bundle service").
+	OPAConfig string `json:"opa_config"`
+	// OPAWait is how long a command other than avfs serve waits for the
+	// bundles of OPAConfig to activate before it denies, a Go duration;
+	// "" is defaultOPAWait. loadConfig parses it into opaWait.
+	OPAWait string `json:"opa_wait"`
+	opaWait time.Duration
 }
 
 // engineOptions are the options the policy is compiled with.
@@ -124,7 +135,19 @@ func loadConfig(home string) (config, error) {
 		}
 		cfg.Policy.evalTimeout = d
 	}
+	cfg.Policy.opaWait = defaultOPAWait
+	if t := cfg.Policy.OPAWait; t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d < 0 {
+			return cfg, wire.Errorf(wire.CodeInvalidInput, "read config %s: policy.opa_wait %q is not a duration such as \"10s\" (0: do not wait)", path, t).
+				With("path", path).With("key", "policy.opa_wait")
+		}
+		cfg.Policy.opaWait = d
+	}
 	dir := filepath.Dir(path)
+	if cfg.Policy.OPAConfig != "" {
+		cfg.Policy.OPAConfig = relativeTo(dir, cfg.Policy.OPAConfig)
+	}
 	for i, b := range cfg.Policy.Bundles {
 		cfg.Policy.Bundles[i] = relativeTo(dir, b)
 	}

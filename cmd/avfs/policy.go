@@ -52,6 +52,7 @@ func bundleFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "bundle", Aliases: []string{"b"}, Usage: "load the bundle `DIR|FILE.tar.gz` too (repeatable)"},
 		&cli.StringFlag{Name: "verification-key", Usage: "verify bundle signatures with `KEY` (a PEM public key file, or an HMAC secret or a file holding it)"},
 		&cli.BoolFlag{Name: "no-default-bundle", Usage: "do not load the default bundle embedded in avfs"},
+		&cli.StringFlag{Name: "config-file", Usage: "run OPA's management plugins from OPA's configuration `FILE` (bundles from bundle services, status, decision logs; default: policy.opa_config of the config)"},
 	}
 }
 
@@ -67,12 +68,14 @@ func (e *env) bundleOptionsOf(c *cli.Context, cfg config) bundles.Options {
 
 // loadPolicy loads the bundles the config file and the flags name and
 // compiles the policy as the config says.
+// With OPA's configuration (--config-file, policy.opa_config), the bundles
+// of OPA's plugins are compiled with them (policyOf).
 func (e *env) loadPolicy(c *cli.Context) (*engine.Policy, *bundles.Set, error) {
 	cfg, err := loadConfig(e.home)
 	if err != nil {
 		return nil, nil, err
 	}
-	return compilePolicy(c.Context, e.bundleOptionsOf(c, cfg), cfg.Policy.engineOptions())
+	return e.policyOf(c.Context, e.bundleOptionsOf(c, cfg), opaConfigPath(c, cfg), cfg)
 }
 
 // compilePolicy loads the bundles opts names and compiles them with popts.

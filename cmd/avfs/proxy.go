@@ -14,6 +14,7 @@ import (
 
 	"avfs/bundles"
 	"avfs/engine"
+	"avfs/manage"
 	"avfs/runner"
 	"avfs/wire"
 	"avfs/workspace"
@@ -201,9 +202,13 @@ func (e *env) proxyRunner(c *cli.Context) (*runner.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts, popts := e.bundleOptionsOf(c, cfg), cfg.Policy.engineOptions()
+	opts, opaPath := e.bundleOptionsOf(c, cfg), opaConfigPath(c, cfg)
+	opa, err := e.loadOPAConfig(opaPath)
+	if err != nil {
+		return nil, err
+	}
 	load := func(ctx context.Context) (*engine.Policy, error) {
-		p, _, err := compilePolicy(ctx, opts, popts)
+		p, _, err := e.policyOf(ctx, opts, opaPath, cfg)
 		return p, err
 	}
 	sb, err := e.sandboxOf(cfg)
@@ -216,19 +221,23 @@ func (e *env) proxyRunner(c *cli.Context) (*runner.Runner, error) {
 	}
 	exe, _ := os.Executable() // for the run's guard and the sandbox's init
 	return &runner.Runner{Store: store, LoadPolicy: load, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key, ApproverPublicKey: pub,
-		RunDir: filepath.Join(e.home, "run"), Sandbox: sb, Trusted: trustedPaths(e.home, cfg, opts), SkipEffects: cfg.Policy.SkipEffects}, nil
+		RunDir: filepath.Join(e.home, "run"), Sandbox: sb, Trusted: trustedPaths(e.home, cfg, opts, opa), SkipEffects: cfg.Policy.SkipEffects}, nil
 }
 
 // trustedPaths are the files and directories whose content decides what
 // proxy exec allows: the config, the policy directory and bundles, the
-// bundle verification key and the approver keys. The audit key is not
+// bundle verification key, the approver keys, and OPA's configuration and
+// the persistence directory of its plugins (opa, nil without). The audit key is not
 // among them: it decides nothing, and it exists once a vault changed, so
 // every run without a sandbox would be refused; such a run has avfs's own
 // authority over the vaults and the key alike (docs/vault.md says what the
 // audit log then proves).
-func trustedPaths(home string, cfg config, opts bundles.Options) []string {
+func trustedPaths(home string, cfg config, opts bundles.Options, opa *manage.Config) []string {
 	paths := []string{configPath(home), opts.HomePolicyDir, cfg.Approval.KeyFile, cfg.Approval.PublicKeyFile}
 	paths = append(paths, opts.Paths...)
+	if opa != nil {
+		paths = append(paths, opa.Path, opa.PersistenceDirectory)
+	}
 	if fileExists(opts.VerificationKey) {
 		paths = append(paths, opts.VerificationKey)
 	}

@@ -130,12 +130,12 @@ func (e *env) replayOptionsOf(c *cli.Context) (replayOptions, error) {
 	case opts.corpus == "":
 		opts.vaults = []string{e.vaultName()}
 	}
-	if opts.next, _, err = compilePolicy(c.Context, e.bundleOptionsOf(c, cfg), cfg.Policy.engineOptions()); err != nil {
+	if opts.next, _, err = e.policyOf(c.Context, e.bundleOptionsOf(c, cfg), opaConfigPath(c, cfg), cfg); err != nil {
 		return opts, fmt.Errorf("load the new bundles: %w", err)
 	}
 	opts.current = func(ctx context.Context) (*engine.Policy, error) {
-		p, _, err := compilePolicy(ctx, bundles.Options{IncludeDefault: !cfg.Policy.NoDefaultBundle, HomePolicyDir: filepath.Join(e.home, "policy"),
-			Paths: cfg.Policy.Bundles, VerificationKey: cfg.Policy.VerificationKey}, cfg.Policy.engineOptions())
+		p, _, err := e.policyOf(ctx, bundles.Options{IncludeDefault: !cfg.Policy.NoDefaultBundle, HomePolicyDir: filepath.Join(e.home, "policy"),
+			Paths: cfg.Policy.Bundles, VerificationKey: cfg.Policy.VerificationKey}, cfg.Policy.OPAConfig, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("load the current policy: %w", err)
 		}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"avfs/bundles"
+	"avfs/engine"
 	"avfs/runner"
 	"avfs/server"
 	"avfs/wire"
@@ -25,7 +27,7 @@ func serveCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "keep the policy warm and answer runs and decisions over HTTP (docs/serve.md)",
-		UsageText: "avfs serve [--listen unix:PATH | --listen tcp:ADDR --token-file FILE] [--bundle DIR|FILE.tar.gz]…\n\n" +
+		UsageText: "avfs serve [--listen unix:PATH | --listen tcp:ADDR --token-file FILE] [--bundle DIR|FILE.tar.gz]… [--config-file OPA-CONFIG]\n\n" +
 			"example: avfs serve & AVFS_SERVER=$AVFS_HOME/run/avfs.sock avfs --json proxy exec -- git status",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Usage: "answer on `ADDR`: unix:PATH, or tcp:HOST:PORT with --token-file (default: unix:$AVFS_HOME/run/avfs.sock)"},
@@ -64,11 +66,18 @@ func serveCommand(e *env) *cli.Command {
 			if err != nil {
 				return wire.Errorf(wire.CodeInternal, "serve: where is avfs: %v", err)
 			}
-			srv, err := server.New(c.Context, server.Config{Load: e.serveLoader(c), Poll: poll, Grace: c.Duration("grace"),
-				Token: token, Version: version, Log: logger, BuildSandboxes: !c.Bool("prepare-sandboxes"), Hooks: server.HookConfig{Exe: exe,
-					Workspace: hookWorkspace(workspace.Registry{Home: e.home}), Forward: forwardPrecheck(e)}})
+			sp, err := e.startServePolicy(c)
 			if err != nil {
 				return err
+			}
+			srv, err := server.New(c.Context, server.Config{Load: e.serveLoader(c, sp), Poll: poll, Grace: c.Duration("grace"),
+				Token: token, Version: version, Log: logger, BuildSandboxes: !c.Bool("prepare-sandboxes"), Hooks: server.HookConfig{Exe: exe,
+					Workspace: hookWorkspace(workspace.Registry{Home: e.home}), Forward: forwardPrecheck(e)}, Managed: sp.managed()})
+			if err != nil {
+				return err
+			}
+			if sp != nil {
+				sp.attach(srv)
 			}
 			ln, err := server.Listen(listen)
 			if err != nil {
@@ -82,9 +91,11 @@ func serveCommand(e *env) *cli.Command {
 }
 
 // serveLoader loads what proxy exec would run with: the config, its
-// approver keys and sandbox, and the policy compiled. It watches the
-// config, the policy directory, the bundles and the keys.
-func (e *env) serveLoader(c *cli.Context) server.Loader {
+// approver keys and sandbox, and the policy compiled (with sp, OPA's
+// plugins' bundles too). It watches the config, the policy directory,
+// the bundles and the keys (and OPA's configuration: a change to it is
+// refused until a restart).
+func (e *env) serveLoader(c *cli.Context, sp *servePolicy) server.Loader {
 	return func(ctx context.Context) (*runner.Runner, []string, error) {
 		watch := []string{configPath(e.home), filepath.Join(e.home, "policy")}
 		cfg, err := loadConfig(e.home)
@@ -92,12 +103,26 @@ func (e *env) serveLoader(c *cli.Context) server.Loader {
 			return nil, watch, err
 		}
 		opts := e.bundleOptionsOf(c, cfg)
-		watch = append(trustedPaths(e.home, cfg, opts), configPath(e.home))
+		// OPA's configuration is watched (a change to it is refused until
+		// a restart), not its persistence directory: what OPA's plugins
+		// persist there reaches the policy through them.
+		watch = append(trustedPaths(e.home, cfg, opts, nil), configPath(e.home))
+		if sp != nil {
+			watch = append(watch, sp.path)
+		}
 		r, err := e.proxyRunner(c)
 		if err != nil {
 			return nil, watch, err
 		}
-		p, _, err := compilePolicy(ctx, opts, cfg.Policy.engineOptions())
+		var p *engine.Policy
+		if sp == nil {
+			p, _, err = compilePolicy(ctx, opts, cfg.Policy.engineOptions())
+		} else {
+			var set *bundles.Set
+			if set, err = bundles.Load(ctx, opts); err == nil {
+				p, err = sp.policy(ctx, set, cfg.Policy.engineOptions())
+			}
+		}
 		if err != nil {
 			return nil, watch, fmt.Errorf("load policy: %w", err)
 		}

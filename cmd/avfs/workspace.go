@@ -348,9 +348,13 @@ func runWorkspaceServe(c *cli.Context, e *env, arg string) error {
 		}
 	}()
 	attached := &runner.Attached{Vault: name, Dir: dir, Session: sess}
-	load := e.serveLoader(c)
+	sp, err := e.startServePolicy(c)
+	if err != nil {
+		return err
+	}
+	load := e.serveLoader(c, sp)
 	logger := log.New(e.stderr, "avfs workspace "+dir+": ", log.LstdFlags)
-	srv, err := server.New(ctx, server.Config{
+	srv, err := server.New(ctx, server.Config{Managed: sp.managed(),
 		Load: func(ctx context.Context) (*runner.Runner, []string, error) {
 			r, watch, err := load(ctx)
 			if r != nil {
@@ -361,6 +365,9 @@ func runWorkspaceServe(c *cli.Context, e *env, arg string) error {
 		Poll: server.DefaultPoll, Grace: server.DefaultGrace, Version: version, Log: logger})
 	if err != nil {
 		return err
+	}
+	if sp != nil {
+		sp.attach(srv)
 	}
 	ln, err := server.Listen("unix:" + reg.Socket(dir))
 	if err != nil {
