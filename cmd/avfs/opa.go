@@ -106,6 +106,41 @@ func (e *env) oneShotManager(ctx context.Context, opaPath string, local *bundles
 	return m, nil
 }
 
+// decisionLog sends a command's decisions (Runner.DecisionLog) to the
+// decision-log plugin of the Manager of OPA's plugins that keeps its
+// policy: the one-shot command's, or the server's. Without OPA's
+// configuration, or without decision_logs in it, it logs nothing. A
+// one-shot command's buffered events are uploaded when its Managers stop
+// (stopManagers, within opaStopGrace); a server uploads as it goes.
+type decisionLog struct{ e *env }
+
+func (l decisionLog) LogDecision(ctx context.Context, id string, source wire.DecisionSource, input *wire.Input, result wire.PolicyResult) error {
+	m := l.e.decisionManager()
+	if m == nil {
+		return nil
+	}
+	dl := manage.NewDecisionLog(m.OPA())
+	if dl == nil {
+		return nil
+	}
+	return dl.LogDecision(ctx, id, source, input, result)
+}
+
+// decisionManager is the Manager whose policy decides the command's runs:
+// a one-shot command's, else the last one started (a server's); nil
+// without OPA's configuration.
+func (e *env) decisionManager() *manage.Manager {
+	e.managerMu.Lock()
+	defer e.managerMu.Unlock()
+	if e.manager != nil {
+		return e.manager
+	}
+	if n := len(e.managers); n > 0 {
+		return e.managers[n-1]
+	}
+	return nil
+}
+
 // stopManagers stops the Managers the command started.
 func (e *env) stopManagers() {
 	e.managerMu.Lock()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -237,5 +238,80 @@ func TestServeOPAConfig(t *testing.T) {
 	}
 	if st := d.status(); !strings.Contains(st.LastReloadError.Message, "restart") || revisions() != "r2" {
 		t.Fatalf("after OPA's configuration changed: %+v", st)
+	}
+}
+
+// TestOPADecisionLogOneShot: with decision_logs in OPA's configuration, a
+// one-shot proxy exec's decision reaches the decision-log service before
+// the command exits, under the envelope's decision_id, with the revision
+// of the bundle that decided.
+func TestOPADecisionLogOneShot(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var events []map[string]any
+	logs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var batch []map[string]any
+		if err := json.NewDecoder(zr).Decode(&batch); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		events = append(events, batch...)
+		mu.Unlock()
+	}))
+	t.Cleanup(logs.Close)
+
+	a := newProxyAVFS(t)
+	persistBundle(t, filepath.Join(a.home, "opa"), "r7")
+	opaPath := filepath.Join(t.TempDir(), "opa.yaml")
+	text := `services:
+  bundles:
+    url: http://127.0.0.1:1
+  logs:
+    url: ` + logs.URL + `
+bundles:
+  remote:
+    service: bundles
+    resource: bundles/remote.tar.gz
+    persist: true
+decision_logs:
+  service: logs
+  reporting:
+    min_delay_seconds: 300
+    max_delay_seconds: 600
+`
+	if err := os.WriteFile(opaPath, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a.home, "config.json"), []byte(`{"policy": {"opa_config": "`+opaPath+`"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := a.proxy(nil, "true")
+	r.want(t, wire.Deny, wire.ExitNotRun)
+	if r.env.DecisionID == "" {
+		t.Fatal("the envelope has no decision_id")
+	}
+	// The upload delay is minutes: what arrived was flushed at exit.
+	mu.Lock()
+	defer mu.Unlock()
+	var got map[string]any
+	for _, ev := range events {
+		if ev["decision_id"] == r.env.DecisionID {
+			got = ev
+		}
+	}
+	if got == nil {
+		t.Fatalf("no event with decision_id %s among %d", r.env.DecisionID, len(events))
+	}
+	if bs, _ := json.Marshal(got["bundles"]); !strings.Contains(string(bs), `"remote":{"revision":"r7"}`) {
+		t.Fatalf("event bundles %s, want remote at r7", bs)
+	}
+	if in, _ := got["input"].(map[string]any); in == nil || in["command"] == nil {
+		t.Fatalf("event input %v", got["input"])
 	}
 }

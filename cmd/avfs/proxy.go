@@ -221,7 +221,8 @@ func (e *env) proxyRunner(c *cli.Context) (*runner.Runner, error) {
 	}
 	exe, _ := os.Executable() // for the run's guard and the sandbox's init
 	return &runner.Runner{Store: store, LoadPolicy: load, Exe: exe, HostEnv: os.Environ(), ExtraEnv: cfg.Proxy.Env, ApproverKey: key, ApproverPublicKey: pub,
-		RunDir: filepath.Join(e.home, "run"), Sandbox: sb, Trusted: trustedPaths(e.home, cfg, opts, opa), SkipEffects: cfg.Policy.SkipEffects}, nil
+		RunDir: filepath.Join(e.home, "run"), Sandbox: sb, Trusted: trustedPaths(e.home, cfg, opts, opa), SkipEffects: cfg.Policy.SkipEffects,
+		DecisionLog: decisionLog{e}}, nil
 }
 
 // trustedPaths are the files and directories whose content decides what
