@@ -15,21 +15,20 @@ import (
 // FUSE page cache (kept across opens, as avfs keeps it), where the
 // passthrough loopback hands them to the backing file.
 
-// noPassNode is a loopback node whose open files are noPassFile.
-type noPassNode struct{ fs.LoopbackNode }
+// noPassNode is a loopback node whose open files are noPassFile, and
+// whose children are noPassNodes too.
+type noPassNode struct{ *fs.LoopbackNode }
 
 func newNoPassRoot(path string) (fs.InodeEmbedder, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
+	root, err := fs.NewLoopbackRoot(path)
+	if err != nil {
 		return nil, err
 	}
-	root := &fs.LoopbackRoot{Path: path, Dev: uint64(st.Dev)}
-	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &noPassNode{fs.LoopbackNode{RootData: r}}
-	}
-	n := root.NewNode(root, nil, "", &st)
-	root.RootNode = n
-	return n, nil
+	return &noPassNode{root.(*fs.LoopbackNode)}, nil
+}
+
+func (n *noPassNode) WrapChild(ctx context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	return &noPassNode{ops.(*fs.LoopbackNode)}
 }
 
 func (n *noPassNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -87,8 +86,9 @@ func (p *noPassFile) Allocate(ctx context.Context, off, size uint64, mode uint32
 }
 
 var (
-	_ fs.NodeOpener  = (*noPassNode)(nil)
-	_ fs.NodeCreater = (*noPassNode)(nil)
-	_ fs.FileReader  = (*noPassFile)(nil)
-	_ fs.FileWriter  = (*noPassFile)(nil)
+	_ fs.NodeOpener      = (*noPassNode)(nil)
+	_ fs.NodeCreater     = (*noPassNode)(nil)
+	_ fs.NodeWrapChilder = (*noPassNode)(nil)
+	_ fs.FileReader      = (*noPassFile)(nil)
+	_ fs.FileWriter      = (*noPassFile)(nil)
 )
