@@ -142,22 +142,40 @@ func (s *Store) SetReplicaMark(ctx context.Context, name, url string) (ReplicaMa
 	return m, nil
 }
 
-// ClearReplicaMark removes the mark of the vault called name, and the
-// replicator's local state beside it (LitestreamDir): avfs checkpoints its
-// log again from the next open. It is not an error when there is none.
+// ClearReplicaMark removes the mark of the vault called name: avfs
+// checkpoints its log again from the next open, and a replicator running
+// for it stops (it watches the mark). It is not an error when there is
+// none. The replicator's local state stays until RemoveReplicaState.
 func (s *Store) ClearReplicaMark(ctx context.Context, name string) error {
 	if err := ValidName(name); err != nil {
 		return err
 	}
-	path := s.PathOf(name)
-	if err := os.Remove(ReplicaMarkPath(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return wire.Errorf(wire.CodeHostIO, "stop replicating %q: %w", name, err)
-	}
-	if err := os.RemoveAll(LitestreamDir(path)); err != nil {
+	if err := os.Remove(ReplicaMarkPath(s.PathOf(name))); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return wire.Errorf(wire.CodeHostIO, "stop replicating %q: %w", name, err)
 	}
 	return nil
 }
+
+// RemoveReplicaState removes the replicator's local state of the vault
+// called name (LitestreamDir and ReplicatorLockPath). Call it once no
+// replicator runs for the vault (it holds ReplicatorLockPath).
+func (s *Store) RemoveReplicaState(name string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	path := s.PathOf(name)
+	if err := os.RemoveAll(LitestreamDir(path)); err != nil {
+		return wire.Errorf(wire.CodeHostIO, "stop replicating %q: %w", name, err)
+	}
+	if err := os.Remove(ReplicatorLockPath(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return wire.Errorf(wire.CodeHostIO, "stop replicating %q: %w", name, err)
+	}
+	return nil
+}
+
+// ReplicatorLockPath is the file a replicator of the vault file at path
+// holds an exclusive flock on while it runs: one replicator per vault.
+func ReplicatorLockPath(path string) string { return LitestreamDir(path) + ".lock" }
 
 // Replicas returns the marks of the store's vaults that carry one, by
 // vault name. A damaged mark is returned as an error for that name.

@@ -135,6 +135,9 @@ func TestReplicaMark(t *testing.T) {
 	if err := s.ClearReplicaMark(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.RemoveReplicaState("t"); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok, _ := ReadReplicaMark(s.PathOf("t")); ok {
 		t.Fatal("mark still there")
 	}

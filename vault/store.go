@@ -247,7 +247,7 @@ func (s *Store) Delete(ctx context.Context, name string, force bool) error {
 // its replica mark and the replicator's local state (replica.go).
 func removeFiles(path string) error {
 	var errs []error
-	for _, p := range []string{path, path + "-wal", path + "-shm", ReplicaMarkPath(path)} {
+	for _, p := range []string{path, path + "-wal", path + "-shm", ReplicaMarkPath(path), ReplicatorLockPath(path)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
