@@ -235,6 +235,8 @@ func vaultCommand(e *env) *cli.Command {
 					})
 				},
 			},
+			replicateCommand(e),
+			restoreCommand(e),
 			{
 				Name:      "check",
 				Usage:     "verify a vault's integrity (exit 1 with integrity_failed when not OK)",

@@ -1,0 +1,470 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"avfs/replicate"
+	"avfs/vault"
+	"avfs/wire"
+)
+
+// replicationConfig is the config's "replication" section: how avfs
+// reaches S3 replicas (docs/replication.md). Replica URLs themselves are
+// recorded by `avfs vault replicate --to` beside the vault, in $AVFS_HOME;
+// neither is ever read from a vault or from a run's environment.
+type replicationConfig struct {
+	S3 struct {
+		// Endpoint is an S3-compatible server ("" : AWS); a replica URL's
+		// ?endpoint= overrides it.
+		Endpoint string `json:"endpoint"`
+		// Region; a replica URL's ?region= overrides it.
+		Region string `json:"region"`
+		// ForcePathStyle addresses buckets as ENDPOINT/BUCKET (the
+		// default with an endpoint).
+		ForcePathStyle *bool `json:"force_path_style"`
+		// CredentialsFile holds {"access_key_id": …,
+		// "secret_access_key": …}; readable by its owner only. Without
+		// it, the AWS SDK's default chain (AWS_ACCESS_KEY_ID and
+		// AWS_SECRET_ACCESS_KEY in avfs's own environment,
+		// ~/.aws/credentials, an instance role). Relative paths as for
+		// policy bundles.
+		CredentialsFile string `json:"credentials_file"`
+	} `json:"s3"`
+}
+
+// s3Credentials is the content of replication.s3.credentials_file.
+type s3Credentials struct {
+	AccessKeyID     string `json:"access_key_id"`
+	SecretAccessKey string `json:"secret_access_key"`
+}
+
+// replicaTarget is url with how to reach it, from the config.
+func (e *env) replicaTarget(url string) (replicate.Target, error) {
+	u, err := replicate.CheckURL(url)
+	if err != nil {
+		return replicate.Target{}, err
+	}
+	cfg, err := loadConfig(e.home)
+	if err != nil {
+		return replicate.Target{}, err
+	}
+	c := cfg.Replication.S3
+	t := replicate.Target{URL: u, S3: replicate.S3{Endpoint: c.Endpoint, Region: c.Region, ForcePathStyle: c.ForcePathStyle}}
+	if f := c.CredentialsFile; f != "" {
+		bad := func(format string, a ...any) error {
+			return wire.Errorf(wire.CodeInvalidInput, "config: replication.s3.credentials_file %s: "+format, append([]any{f}, a...)...).With("path", f)
+		}
+		fi, err := os.Stat(f)
+		if err != nil {
+			return t, bad("%v", err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			return t, bad("readable by others (mode %04o): chmod 600 it", fi.Mode().Perm())
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return t, bad("%v", err)
+		}
+		var cr s3Credentials
+		if err := json.Unmarshal(b, &cr); err != nil || cr.AccessKeyID == "" || cr.SecretAccessKey == "" {
+			return t, bad("want {\"access_key_id\": …, \"secret_access_key\": …}")
+		}
+		t.S3.AccessKeyID, t.S3.SecretAccessKey = cr.AccessKeyID, cr.SecretAccessKey
+	}
+	return t, nil
+}
+
+// replicateOpts are the flags of `avfs vault replicate`.
+type replicateOpts struct {
+	name       string
+	to         string // --to; "" keeps the recorded URL
+	foreground bool
+	stop       bool
+}
+
+func replicateCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "replicate",
+		Usage: "replicate a vault, commit by commit, to a directory or S3 (docs/replication.md)",
+		UsageText: "avfs vault replicate NAME --to URL [--foreground]   turn replication on (avfs serve runs it)\n" +
+			"avfs vault replicate NAME --foreground               run the replicator here, until interrupted\n" +
+			"avfs vault replicate NAME --stop                     turn it off\n" +
+			"avfs vault replicate NAME                            say where it goes and how far the replica is\n\n" +
+			"URL: /ABSOLUTE/DIR, file:///DIR or s3://BUCKET/PATH[?endpoint=URL&region=R]; S3 credentials come from\n" +
+			"the config's replication.s3 section or avfs's AWS environment, never the URL.\n\n" +
+			"example: avfs vault replicate work --to s3://backups/avfs/work",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "to", Usage: "replicate to `URL` (recorded; avfs serve replicates every vault that has one)"},
+			&cli.BoolFlag{Name: "foreground", Usage: "replicate from this process until SIGINT or SIGTERM (for a host without avfs serve)"},
+			&cli.BoolFlag{Name: "stop", Usage: "stop replicating: forget the URL, stop the replicator, give the write-ahead log back to avfs"},
+		},
+		Action: func(c *cli.Context) error {
+			a, err := args(c, 1, 1, "NAME")
+			if err != nil {
+				return err
+			}
+			opts := replicateOpts{name: a[0], to: c.String("to"), foreground: c.Bool("foreground"), stop: c.Bool("stop")}
+			if opts.stop && (opts.to != "" || opts.foreground) {
+				return usageError("vault replicate: --stop goes alone")
+			}
+			out, err := runReplicate(c.Context, e, opts)
+			if err != nil {
+				return err
+			}
+			return e.emit(out, func(w io.Writer) error {
+				switch {
+				case !out.Replicated:
+					_, err := fmt.Fprintf(w, "vault %s is not replicated\n", out.Vault)
+					return err
+				case out.Position == nil || out.Position.UpdatedAt == nil:
+					_, err := fmt.Fprintf(w, "vault %s replicates to %s (since %s); the replica holds nothing yet\n", out.Vault, out.URL, out.Since.Format(time.RFC3339))
+					return err
+				default:
+					_, err := fmt.Fprintf(w, "vault %s replicates to %s (since %s); the replica is at transaction %d of %s\n",
+						out.Vault, out.URL, out.Since.Format(time.RFC3339), out.Position.TXID, out.Position.UpdatedAt.Format(time.RFC3339Nano))
+					return err
+				}
+			})
+		},
+	}
+}
+
+// runReplicate turns replication on or off, runs the replicator in the
+// foreground, or reports. The foreground replicator never opens the vault
+// through package vault in this process (package replicate says why):
+// the fork check of --to closes the vault before it starts.
+func runReplicate(ctx context.Context, e *env, opts replicateOpts) (wire.VaultReplica, error) {
+	out := wire.VaultReplica{Kind: wire.VaultReplicaKind, Vault: opts.name}
+	s, err := e.store()
+	if err != nil {
+		return out, err
+	}
+	if err := vault.ValidName(opts.name); err != nil {
+		return out, err
+	}
+	path := s.PathOf(opts.name)
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		return out, wire.Errorf(wire.CodeVaultNotFound, "replicate: no vault %q", opts.name).With("vault", opts.name)
+	}
+	if opts.stop {
+		return out, stopReplicating(ctx, s, opts.name)
+	}
+	mark, marked, err := vault.ReadReplicaMark(path)
+	if err != nil {
+		return out, err
+	}
+	if opts.to != "" {
+		url, err := replicate.CheckURL(opts.to)
+		if err != nil {
+			return out, err
+		}
+		if marked && mark.URL != url {
+			return out, wire.Errorf(wire.CodeAlreadyExists, "replicate: vault %q already replicates to %s: `avfs vault replicate %s --stop` first", opts.name, mark.URL, opts.name).
+				With("vault", opts.name).With("url", mark.URL)
+		}
+		if err := replicable(ctx, s, opts.name); err != nil {
+			return out, err
+		}
+		t, err := e.replicaTarget(url)
+		if err != nil {
+			return out, err
+		}
+		// Reach the replica before marking: a bad bucket or credentials
+		// fail here, and the vault keeps its checkpoints.
+		if _, err := replicate.Latest(ctx, t); err != nil {
+			return out, err
+		}
+		if !marked {
+			if mark, err = s.SetReplicaMark(ctx, opts.name, url); err != nil {
+				return out, err
+			}
+			marked = true
+		}
+	}
+	if !marked {
+		if opts.foreground {
+			return out, wire.Errorf(wire.CodeInvalidInput, "replicate: vault %q has no replica: give --to URL", opts.name).With("vault", opts.name)
+		}
+		return out, nil
+	}
+	out.Replicated, out.URL = true, mark.URL
+	since := mark.Since
+	out.Since = &since
+	t, err := e.replicaTarget(mark.URL)
+	if err != nil {
+		return out, err
+	}
+	if opts.foreground {
+		if err := replicateForeground(ctx, e, s, opts.name, t); err != nil {
+			return out, err
+		}
+	}
+	p, err := replicate.Latest(ctx, t)
+	if err != nil {
+		return out, err
+	}
+	out.Position = position(p)
+	return out, nil
+}
+
+func position(p replicate.Position) *wire.ReplicaPosition {
+	out := &wire.ReplicaPosition{TXID: p.TXID}
+	if !p.UpdatedAt.IsZero() {
+		u := p.UpdatedAt.UTC()
+		out.UpdatedAt = &u
+	}
+	return out
+}
+
+// replicable refuses a fork: it borrows its parent's data, which its
+// replica would not hold. The vault is closed again before returning.
+func replicable(ctx context.Context, s *vault.Store, name string) error {
+	v, err := s.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	info, err := v.Info(ctx)
+	v.Close()
+	if err != nil {
+		return err
+	}
+	if info.Parent != nil {
+		return wire.Errorf(wire.CodeInvalidInput, "replicate: vault %q is a fork of %q and borrows its data: `avfs vault detach %s` first", name, info.Parent.Name, name).With("vault", name)
+	}
+	return nil
+}
+
+// replicatorLock takes the vault's replicator lock (one replicator per
+// vault), without waiting: vault_busy when another holds it.
+func replicatorLock(s *vault.Store, name string) (*os.File, error) {
+	p := vault.ReplicatorLockPath(s.PathOf(name))
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeHostIO, "replicate: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, wire.Errorf(wire.CodeVaultBusy, "replicate: another replicator runs for vault %q (avfs serve, or a --foreground one)", name).With("vault", name)
+	}
+	return f, nil
+}
+
+// replicateForeground runs the replicator until ctx is done or the mark
+// is removed or changed (--stop elsewhere).
+func replicateForeground(ctx context.Context, e *env, s *vault.Store, name string, t replicate.Target) error {
+	lock, err := replicatorLock(s, name)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	path := s.PathOf(name)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // stop when the mark goes or points elsewhere
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if m, ok, err := vault.ReadReplicaMark(path); err == nil && (!ok || m.URL != t.URL) {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return replicate.Run(ctx, path, t, replicate.RunOptions{Logger: quietLitestream(e), Ready: func() {
+		fmt.Fprintf(e.stderr, "avfs: replicating vault %s to %s (pid %d); SIGINT or SIGTERM stops\n", name, t.URL, os.Getpid())
+	}})
+}
+
+// stopReplicating removes the mark, waits for the replicator to notice
+// and ship what it has (it holds its lock until then: at most its final
+// sync's 30 s), and removes its local state.
+func stopReplicating(ctx context.Context, s *vault.Store, name string) error {
+	if err := s.ClearReplicaMark(ctx, name); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		lock, err := replicatorLock(s, name)
+		if err == nil {
+			err = s.RemoveReplicaState(name)
+			lock.Close()
+			return err
+		}
+		if !wire.HasCode(err, wire.CodeVaultBusy) || time.Now().After(deadline) {
+			return fmt.Errorf("%w (the mark is removed: avfs checkpoints the vault again; run --stop again to clean up)", err)
+		}
+		select {
+		case <-ctx.Done():
+			return wire.Errorf(wire.CodeInternal, "stop replicating: %v", context.Cause(ctx))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// quietLitestream sends Litestream's messages, warnings and errors only,
+// to stderr, as those of its parts that log to slog's default logger
+// (a restore's) do.
+func quietLitestream(e *env) *slog.Logger {
+	l := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	slog.SetDefault(l)
+	return l
+}
+
+// restoreOpts are the flags of `avfs vault restore`.
+type restoreOpts struct {
+	name      string
+	from      string
+	timestamp time.Time // zero: the latest state
+	force     bool
+}
+
+func restoreCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "restore",
+		Usage: "restore a vault from a replica, as it is or as it was at a time (docs/replication.md)",
+		UsageText: "avfs vault restore NAME --from URL [--timestamp TIME] [--force]\n\n" +
+			"example: avfs vault restore work --from s3://backups/avfs/work --timestamp 2026-12-02T09:30:00Z",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "from", Usage: "the replica's `URL` (as for vault replicate --to)"},
+			&cli.StringFlag{Name: "timestamp", Usage: "restore the state at `TIME` (RFC 3339, e.g. 2026-12-02T09:30:00Z) instead of the latest"},
+			&cli.BoolFlag{Name: "force", Usage: "replace a vault by that name (refused while it is in use or has forks)"},
+		},
+		Action: func(c *cli.Context) error {
+			a, err := args(c, 1, 1, "NAME")
+			if err != nil {
+				return err
+			}
+			opts := restoreOpts{name: a[0], from: c.String("from"), force: c.Bool("force")}
+			if opts.from == "" {
+				return usageError("vault restore: --from URL is required")
+			}
+			if ts := c.String("timestamp"); ts != "" {
+				if opts.timestamp, err = time.Parse(time.RFC3339Nano, ts); err != nil {
+					return wire.Errorf(wire.CodeInvalidInput, "vault restore: --timestamp %q is not an RFC 3339 time such as 2026-12-02T09:30:00Z", ts)
+				}
+			}
+			out, err := runRestore(c.Context, e, opts)
+			if err != nil {
+				return err
+			}
+			return e.emit(out, func(w io.Writer) error {
+				at := "its latest state"
+				if out.Timestamp != nil {
+					at = "its state at " + out.Timestamp.Format(time.RFC3339Nano)
+				}
+				_, err := fmt.Fprintf(w, "restored vault %s (%d files, %s) from %s, %s (replica transaction %d)\n",
+					out.Vault.Name, out.Vault.Files, humanSize(out.Vault.Bytes), out.From, at, out.Position.TXID)
+				return err
+			})
+		},
+	}
+}
+
+// runRestore restores the replica into a new file in the vaults
+// directory and adopts it as the vault opts.name. Litestream writes and
+// closes the file before package vault opens it (one SQLite at a time on
+// a file: package replicate).
+//
+// The restore makes no audit key: the vault's audit rows carry MACs under
+// the key of the installation that wrote them, which `vault check` and
+// `audit verify` check only with that key (copy $AVFS_HOME/keys/audit.key
+// along), and skip without one.
+func runRestore(ctx context.Context, e *env, opts restoreOpts) (wire.VaultRestore, error) {
+	out := wire.VaultRestore{Kind: wire.VaultRestoreKind}
+	key, err := e.auditKey(false)
+	if err != nil {
+		return out, err
+	}
+	s := vault.NewStore(e.home, vault.Options{Actor: "cli:" + cliUser(), AuditKey: key})
+	quietLitestream(e)
+	if err := vault.ValidName(opts.name); err != nil {
+		return out, err
+	}
+	if _, err := os.Lstat(s.PathOf(opts.name)); err == nil && !opts.force {
+		return out, wire.Errorf(wire.CodeAlreadyExists, "vault restore: a vault %q exists; restore under another name, or --force to replace it", opts.name).With("vault", opts.name)
+	}
+	t, err := e.replicaTarget(opts.from)
+	if err != nil {
+		return out, err
+	}
+	out.From = t.URL
+	tmp, err := s.RestoreTemp(opts.name)
+	if err != nil {
+		return out, err
+	}
+	defer vault.RemoveTemp(tmp)
+	p, err := replicate.Restore(ctx, t, tmp, opts.timestamp)
+	if err != nil {
+		return out, err
+	}
+	out.Position = *position(p)
+	if !opts.timestamp.IsZero() {
+		ts := opts.timestamp.UTC()
+		out.Timestamp = &ts
+	}
+	if out.Vault, err = s.AdoptRestored(ctx, opts.name, tmp, opts.force); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// replicaChildren lists the vaults avfs serve runs a replicator for:
+// every vault with a replica mark, by name, with its URL.
+func replicaChildren(home string) func() (map[string]string, error) {
+	return func() (map[string]string, error) {
+		marks, _, err := vault.NewStore(home, vault.Options{}).Replicas()
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]string, len(marks))
+		for name, m := range marks {
+			out[name] = m.URL
+		}
+		return out, nil
+	}
+}
+
+// startReplicators starts avfs serve's replicators: one child process
+// per replicated vault (`avfs vault replicate NAME --foreground`),
+// started, restarted and stopped as marks come and go, every poll. The
+// returned function stops them all and waits.
+func startReplicators(ctx context.Context, e *env, exe string, poll time.Duration, logf func(string, ...any)) func() {
+	if poll <= 0 {
+		poll = 2 * time.Second
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	sup := &replicate.Supervisor{
+		List: replicaChildren(e.home),
+		Command: func(name string) []string {
+			return []string{exe, "vault", "replicate", name, "--foreground"}
+		},
+		Env:    append(os.Environ(), "AVFS_HOME="+e.home),
+		Stderr: e.stderr,
+		Poll:   poll,
+		Logf:   logf,
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sup.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
