@@ -38,6 +38,13 @@ deps:
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+	$(MAKE) bin/tools/versitygw
+
+# bin/tools/versitygw is the S3-compatible server the replication tests and
+# benchmark run on loopback (cmd/avfs/replicate_test.go), pinned in its own
+# module (tests/tools/go.mod) so that its dependencies stay out of avfs's.
+bin/tools/versitygw: tests/tools/go.mod tests/tools/go.sum
+	cd tests/tools && $(GO) build -o $(CURDIR)/bin/tools/versitygw github.com/versity/versitygw/cmd/versitygw
 
 test: lint test-rego test-corpus test-go test-python
 
