@@ -294,7 +294,9 @@ func Latest(ctx context.Context, t Target) (Position, error) {
 func latest(ctx context.Context, c litestream.ReplicaClient) (Position, error) {
 	var p Position
 	for _, level := range []int{0, 1, 2, 3, litestream.SnapshotLevel} {
-		itr, err := c.LTXFiles(ctx, level, 0, false)
+		// With metadata: an S3 object's own time has whole seconds, the
+		// timestamp Litestream records in its metadata milliseconds.
+		itr, err := c.LTXFiles(ctx, level, 0, true)
 		if err != nil {
 			return p, err
 		}

@@ -145,6 +145,7 @@ func replicateCommand(e *env) *cli.Command {
 // the fork check of --to closes the vault before it starts.
 func runReplicate(ctx context.Context, e *env, opts replicateOpts) (wire.VaultReplica, error) {
 	out := wire.VaultReplica{Kind: wire.VaultReplicaKind, Vault: opts.name}
+	caBundleForLitestream()
 	s, err := e.store()
 	if err != nil {
 		return out, err
@@ -316,6 +317,23 @@ func stopReplicating(ctx context.Context, s *vault.Store, name string) error {
 	}
 }
 
+// caBundleForLitestream hands AWS_CA_BUNDLE to Go's TLS roots. Litestream's
+// S3 client brings its own HTTP transport, which the AWS SDK refuses to
+// combine with AWS_CA_BUNDLE ("unable to add custom RootCAs"); with the
+// bundle as SSL_CERT_FILE (unless one is set) the transport trusts it
+// all the same. It changes this process's environment: replication
+// commands call it first.
+func caBundleForLitestream() {
+	b := os.Getenv("AWS_CA_BUNDLE")
+	if b == "" {
+		return
+	}
+	if os.Getenv("SSL_CERT_FILE") == "" {
+		os.Setenv("SSL_CERT_FILE", b)
+	}
+	os.Unsetenv("AWS_CA_BUNDLE")
+}
+
 // quietLitestream sends Litestream's messages, warnings and errors only,
 // to stderr, as those of its parts that log to slog's default logger
 // (a restore's) do.
@@ -386,6 +404,7 @@ func restoreCommand(e *env) *cli.Command {
 // along), and skip without one.
 func runRestore(ctx context.Context, e *env, opts restoreOpts) (wire.VaultRestore, error) {
 	out := wire.VaultRestore{Kind: wire.VaultRestoreKind}
+	caBundleForLitestream()
 	key, err := e.auditKey(false)
 	if err != nil {
 		return out, err

@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -123,7 +124,9 @@ func startS3(t *testing.T) s3Server {
 	ln.Close()
 	s := s3Server{endpoint: "http://" + addr, access: "avfstestaccess", secret: "avfstestsecret0123456789"}
 	var logs syncBuffer
-	cmd := exec.Command(bin, "--access", s.access, "--secret", s.secret, "--port", addr, "posix", "--nometa", dir)
+	// Object metadata (Litestream's timestamps, which --timestamp restores
+	// go by) in a sidecar directory: no extended attributes needed.
+	cmd := exec.Command(bin, "--access", s.access, "--secret", s.secret, "--port", addr, "posix", "--sidecar", t.TempDir(), dir)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -191,26 +194,29 @@ func (r *replicator) kill() {
 	<-r.done
 }
 
-// vaultGen is the vault's generation (one more per change).
-func (a *avfs) vaultGen(t *testing.T, name string) int64 {
+// waitReplicated waits until the replica at r holds vault name of a's
+// home as it is now: a restore of it into a scratch home reads the same
+// tree.
+func waitReplicated(t *testing.T, r replicaTarget, a *avfs, name string) {
 	t.Helper()
-	var info wire.VaultInfo
-	a.into(&info, "vault", "info", name)
-	return info.Generation
-}
-
-// waitReplicated waits until the replica at url holds the vault at
-// generation gen or later: a restore of it into a scratch home says so.
-func waitReplicated(t *testing.T, r replicaTarget, gen int64) {
-	t.Helper()
+	want := tree(t, a.home, name)
 	probe := newAVFS(t)
 	r.setup(t, probe)
-	last := ""
-	poll(t, 60*time.Second, fmt.Sprintf("the replica did not reach generation %d (last restore: %s)", gen, last), func() bool {
+	poll(t, 60*time.Second, "the replica did not catch up with vault "+name, func() bool {
 		res := probe.json(nil, "vault", "restore", "probe", "--from", r.url, "--force")
-		last = string(res.raw)
-		var out wire.VaultRestore
-		return res.code == 0 && json.Unmarshal(res.raw, &out) == nil && out.Vault.Generation >= gen
+		if res.code != 0 {
+			return false
+		}
+		got := tree(t, probe.home, "probe")
+		if len(got) != len(want) {
+			return false
+		}
+		for p, w := range want {
+			if got[p] != w {
+				return false
+			}
+		}
+		return true
 	})
 }
 
@@ -300,28 +306,27 @@ func TestReplicateRestore(t *testing.T) {
 			a := newAVFS(t)
 			target.setup(t, a)
 			a.ok("vault", "create", "w")
-			a.writeFiles(t, "w", "/before", 5)
+			a.writeFiles(t, "w", "/before", 3)
 
 			r := a.startReplicator(t, "w", "--to", target.url)
-			a.writeFiles(t, "w", "/d", 10) // written while replicating
+			a.writeFiles(t, "w", "/d", 6) // written while replicating
 			a.okIn(nil, "--vault", "w", "mkdir", "-p", "/d/sub")
-			gen := a.vaultGen(t, "w")
-			waitReplicated(t, target, gen)
+			waitReplicated(t, target, a, "w")
 			beforeRm := tree(t, a.home, "w")
 			pit := time.Now().UTC()
 
 			a.ok("--vault", "w", "rm", "-r", "/d") // the destructive run
-			waitReplicated(t, target, a.vaultGen(t, "w"))
+			waitReplicated(t, target, a, "w")
 			r.kill()
 
 			// Nobody replicates now: avfs leaves the log to the replicator.
-			a.writeFiles(t, "w", "/while-down", 2)
+			a.writeFiles(t, "w", "/while-down", 1)
 			if fi, err := os.Stat(filepath.Join(a.home, "vaults", "w.avfs-wal")); err != nil || fi.Size() == 0 {
 				t.Fatalf("the replicated vault's log was folded while no replicator ran: %v", err)
 			}
 			a.startReplicator(t, "w") // resumes with the recorded URL
-			a.writeFiles(t, "w", "/after", 3)
-			waitReplicated(t, target, a.vaultGen(t, "w"))
+			a.writeFiles(t, "w", "/after", 2)
+			waitReplicated(t, target, a, "w")
 			latest := tree(t, a.home, "w")
 
 			b := newAVFS(t) // another installation, with the audit key copied along
@@ -362,5 +367,117 @@ func TestReplicateRestore(t *testing.T) {
 				t.Fatalf("restore before the replica began: %s", e.raw)
 			}
 		})
+	}
+}
+
+// replicatorRunning says whether a replicator holds vault name's lock.
+func replicatorRunning(t *testing.T, home, name string) bool {
+	t.Helper()
+	f, err := os.OpenFile(vault.ReplicatorLockPath(filepath.Join(home, "vaults", name+".avfs")), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
+// TestServeReplicates: avfs serve replicates every vault with a replica,
+// picks up one turned on while it runs, stops the replicator of one
+// turned off, and stops them all when it stops.
+func TestServeReplicates(t *testing.T) {
+	a := newAVFS(t)
+	w, w2 := fileTarget(t), fileTarget(t)
+	a.ok("vault", "create", "w")
+	a.writeFiles(t, "w", "/a", 2)
+	a.ok("vault", "replicate", "w", "--to", w.url)
+	d := a.serve("--poll", "200ms")
+	waitReplicated(t, w, a, "w")
+	a.writeFiles(t, "w", "/b", 2)
+	waitReplicated(t, w, a, "w")
+
+	a.ok("vault", "create", "w2") // turned on while serve runs
+	a.writeFiles(t, "w2", "/c", 1)
+	a.ok("vault", "replicate", "w2", "--to", w2.url)
+	waitReplicated(t, w2, a, "w2")
+
+	var st wire.VaultReplica
+	a.into(&st, "vault", "replicate", "w", "--stop") // returns once its replicator stopped
+	if st.Replicated || replicatorRunning(t, a.home, "w") {
+		t.Fatalf("--stop: %+v, replicator running %v", st, replicatorRunning(t, a.home, "w"))
+	}
+	if _, err := os.Stat(vault.LitestreamDir(filepath.Join(a.home, "vaults", "w.avfs"))); !os.IsNotExist(err) {
+		t.Fatalf("the replicator's state is left after --stop: %v", err)
+	}
+	if !replicatorRunning(t, a.home, "w2") {
+		t.Fatal("w2's replicator stopped with w's")
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-d.exited; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if replicatorRunning(t, a.home, "w2") {
+		t.Fatal("a replicator outlived avfs serve")
+	}
+}
+
+// TestReplicateBadInput: bad flags, URLs, credentials and replicas fail
+// with a typed error, never print a secret, and leave the vault
+// unreplicated.
+func TestReplicateBadInput(t *testing.T) {
+	a := newAVFS(t)
+	a.ok("vault", "create", "w")
+	a.ok("vault", "create", "base")
+	a.ok("vault", "fork", "base", "kid")
+	empty := t.TempDir()
+	loose := filepath.Join(t.TempDir(), "creds.json")
+	os.WriteFile(loose, []byte(`{"access_key_id":"AK","secret_access_key":"hunter2hunter2"}`), 0o644)
+	for _, tc := range []struct {
+		name   string
+		config string
+		args   []string
+		exit   int
+		code   wire.Code
+	}{
+		{"no name", "", []string{"vault", "replicate"}, 2, wire.CodeUsage},
+		{"stop with to", "", []string{"vault", "replicate", "w", "--stop", "--to", empty}, 2, wire.CodeUsage},
+		{"no such vault", "", []string{"vault", "replicate", "nope", "--to", empty}, 1, wire.CodeVaultNotFound},
+		{"relative path", "", []string{"vault", "replicate", "w", "--to", "replica"}, 1, wire.CodeInvalidInput},
+		{"unknown scheme", "", []string{"vault", "replicate", "w", "--to", "gs://b/p"}, 1, wire.CodeInvalidInput},
+		{"credentials in the URL", "", []string{"vault", "replicate", "w", "--to", "s3://AK:hunter2hunter2@bucket/p"}, 1, wire.CodeInvalidInput},
+		{"s3 without a path", "", []string{"vault", "replicate", "w", "--to", "s3://bucket"}, 1, wire.CodeInvalidInput},
+		{"a fork", "", []string{"vault", "replicate", "kid", "--to", empty}, 1, wire.CodeInvalidInput},
+		{"foreground without a replica", "", []string{"vault", "replicate", "w", "--foreground"}, 1, wire.CodeInvalidInput},
+		{"unreachable S3", "", []string{"vault", "replicate", "w", "--to", "s3://bucket/p?endpoint=http://127.0.0.1:1"}, 1, wire.CodeReplicaUnavailable},
+		{"credentials file readable by others", `{"replication":{"s3":{"credentials_file":"` + loose + `"}}}`,
+			[]string{"vault", "replicate", "w", "--to", "s3://bucket/p?endpoint=http://127.0.0.1:1"}, 1, wire.CodeInvalidInput},
+		{"restore without --from", "", []string{"vault", "restore", "x"}, 2, wire.CodeUsage},
+		{"restore a bad timestamp", "", []string{"vault", "restore", "x", "--from", empty, "--timestamp", "yesterday"}, 1, wire.CodeInvalidInput},
+		{"restore from an empty replica", "", []string{"vault", "restore", "x", "--from", empty}, 1, wire.CodeReplicaEmpty},
+		{"restore over a vault", "", []string{"vault", "restore", "w", "--from", empty}, 1, wire.CodeAlreadyExists},
+		{"restore from unreachable S3", "", []string{"vault", "restore", "x", "--from", "s3://bucket/p?endpoint=http://127.0.0.1:1"}, 1, wire.CodeReplicaUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.WriteFile(filepath.Join(a.home, "config.json"), []byte(tc.config+"\n"), 0o600)
+			if tc.config == "" {
+				os.Remove(filepath.Join(a.home, "config.json"))
+			}
+			a := &avfs{t: t, home: a.home, env: []string{"AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_EC2_METADATA_DISABLED=true"}}
+			r := a.json(nil, tc.args...)
+			if r.code != tc.exit || !strings.Contains(string(r.raw), `"code": "`+string(tc.code)+`"`) {
+				t.Fatalf("avfs %q: want exit %d %s, got %d: %s %s", tc.args, tc.exit, tc.code, r.code, r.raw, r.stderr)
+			}
+			if strings.Contains(string(r.raw)+string(r.stderr), "hunter2") {
+				t.Fatalf("a secret was printed: %s %s", r.raw, r.stderr)
+			}
+		})
+	}
+	var st wire.VaultReplica
+	a.into(&st, "vault", "replicate", "w")
+	if st.Replicated {
+		t.Fatalf("a failed --to left the vault replicated: %+v", st)
 	}
 }

@@ -20,7 +20,7 @@ type checkResult struct {
 func vaultCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "vault",
-		Usage:     "create, list, select, fork, check and delete vaults",
+		Usage:     "create, list, select, fork, check, replicate, restore and delete vaults",
 		UsageText: "avfs vault COMMAND [options]\n\nexample: avfs vault create work --use",
 		Subcommands: []*cli.Command{
 			{
