@@ -122,6 +122,9 @@ func replicateCommand(e *env) *cli.Command {
 				return err
 			}
 			return e.emit(out, func(w io.Writer) error {
+				if opts.to != "" && !opts.foreground {
+					fmt.Fprintf(e.stderr, "avfs: avfs serve replicates it (it looks every --poll); without serve: avfs vault replicate %s --foreground\n", out.Vault)
+				}
 				switch {
 				case !out.Replicated:
 					_, err := fmt.Fprintf(w, "vault %s is not replicated\n", out.Vault)
