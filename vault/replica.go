@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -73,6 +74,11 @@ import (
 // checkpoints inline all the same: the bound on the log, and on the disk
 // it takes, while no replicator runs.
 const walReplicatedBoundBytes = 256 << 20
+
+// replicatedBound is walReplicatedBoundBytes, which a test lowers.
+var replicatedBound atomic.Int64
+
+func init() { replicatedBound.Store(walReplicatedBoundBytes) }
 
 // ReplicaMark is the content of a vault's replica mark.
 type ReplicaMark struct {
@@ -231,6 +237,6 @@ func replicatedConnectHook(c *sqlite3.SQLiteConn) error {
 	if err := noCheckpointOnClose(c); err != nil {
 		return err
 	}
-	_, err := c.Exec(fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", autoCheckpointPages(walReplicatedBoundBytes, connPageSize(c))), nil)
+	_, err := c.Exec(fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", autoCheckpointPages(replicatedBound.Load(), connPageSize(c))), nil)
 	return err
 }

@@ -158,3 +158,42 @@ func TestReplicaMark(t *testing.T) {
 		t.Fatalf("mark left after delete: %v", err)
 	}
 }
+
+// TestReplicatedVaultBound: with no replicator running, a replicated
+// vault's log does not grow past the bound: its writer checkpoints inline
+// there all the same, and the log restarts.
+func TestReplicatedVaultBound(t *testing.T) {
+	ctx := context.Background()
+	replicatedBound.Store(1 << 20)
+	defer replicatedBound.Store(walReplicatedBoundBytes)
+	s := NewStore(t.TempDir(), Options{Actor: "test"})
+	v, err := s.Create(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Close()
+	if _, err := s.SetReplicaMark(ctx, "r", "file:///nowhere"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err = s.Open(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	maxLog := int64(0)
+	for i := range 48 { // 3 MiB in 64 KiB files, one transaction each
+		b := make([]byte, 64<<10)
+		rand.Read(b)
+		write(t, v, fmt.Sprintf("/f%02d", i), string(b))
+		shm, err := os.Open(v.Path() + "-shm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size, _, ok := walPending(shm); ok {
+			maxLog = max(maxLog, size)
+		}
+		shm.Close()
+	}
+	if maxLog == 0 || maxLog > 2<<20 {
+		t.Fatalf("log of a replicated vault reached %d bytes with a bound of 1 MiB", maxLog)
+	}
+}
