@@ -361,6 +361,31 @@ func TestReplicateRestore(t *testing.T) {
 			b.into(&res, "vault", "restore", "w", "--from", target.url, "--force")
 			b.ok("vault", "check", "w")
 
+			if tc.name == "file" { // a damaged replica restores nothing
+				bad := filepath.Join(t.TempDir(), "bad")
+				if out, err := exec.Command("cp", "-r", target.url, bad).CombinedOutput(); err != nil {
+					t.Fatalf("cp: %v %s", err, out)
+				}
+				ltxs, _ := filepath.Glob(filepath.Join(bad, "ltx", "*", "*.ltx"))
+				if len(ltxs) == 0 {
+					t.Fatal("no LTX files in the replica")
+				}
+				for _, p := range ltxs { // flip bytes past the header of every file
+					data, _ := os.ReadFile(p)
+					for i := 200; i < len(data) && i < 400; i++ {
+						data[i] ^= 0xff
+					}
+					os.WriteFile(p, data, 0o644)
+				}
+				e := b.json(nil, "vault", "restore", "bad", "--from", bad)
+				if e.code == 0 || !strings.Contains(string(e.raw), string(wire.CodeReplicaDamaged)) {
+					t.Fatalf("restore from a damaged replica: %s", e.raw)
+				}
+				if _, err := os.Stat(filepath.Join(b.home, "vaults", "bad.avfs")); !os.IsNotExist(err) {
+					t.Fatalf("a damaged replica left a vault: %v", err)
+				}
+			}
+
 			// Too early: nothing then.
 			e = b.json(nil, "vault", "restore", "old", "--from", target.url, "--timestamp", "2001-01-01T00:00:00Z")
 			if e.code == 0 || !strings.Contains(string(e.raw), string(wire.CodeReplicaEmpty)) {
