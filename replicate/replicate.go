@@ -13,8 +13,10 @@
 // therefore drop each other's locks (a checkpoint could then overwrite
 // pages a reader is using). So Run must never run in a process that has
 // the same vault open through package vault: avfs runs it in a process of
-// its own (`avfs vault replicate NAME --foreground`, which `avfs serve`
-// starts for each replicated vault). Restore writes a new file that no
+// its own (`avfs-replicate vault replicate NAME --foreground`, which `avfs
+// serve` starts for each replicated vault). Only avfs-replicate (avfs
+// built with the avfs_replicator tag) links this package: its
+// initialisation costs every process that does (cmd/avfs/replicate_cli.go). Restore writes a new file that no
 // vault connection has open, and closes it before returning.
 //
 // # The write-ahead log

@@ -1,4 +1,7 @@
-package replicate
+// Package supervisor keeps one replicator process per replicated vault
+// (avfs serve's replication). It never links the replicator (Litestream)
+// nor opens a vault.
+package supervisor
 
 import (
 	"context"
