@@ -506,3 +506,17 @@ func TestReplicateBadInput(t *testing.T) {
 		t.Fatalf("a failed --to left the vault replicated: %+v", st)
 	}
 }
+
+// TestReplicatorMissing: without avfs-replicate, replication commands
+// fail with a typed error that says what is missing.
+func TestReplicatorMissing(t *testing.T) {
+	a := newAVFS(t)
+	a.ok("vault", "create", "w")
+	a.env = []string{"AVFS_REPLICATOR=" + filepath.Join(t.TempDir(), "avfs-replicate")}
+	for _, args := range [][]string{{"vault", "replicate", "w"}, {"vault", "restore", "x", "--from", t.TempDir()}} {
+		e := a.fail(1, string(wire.CodeInternal), args...)
+		if msg, _ := e["message"].(string); !strings.Contains(msg, "avfs-replicate") {
+			t.Fatalf("avfs %q: %s", args, msg)
+		}
+	}
+}
