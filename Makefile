@@ -16,10 +16,19 @@ man:
 
 all: build
 
-build: bin/avfs
+build: bin/avfs bin/avfs-replicate
 
-bin/avfs: $(shell find . \( -name '*.go' -o -name '*.c' \) -not -path './bin/*' 2>/dev/null) cmd/avfs/avfs.1 go.mod go.sum $(shell find policies -type f 2>/dev/null)
+SOURCES := $(shell find . \( -name '*.go' -o -name '*.c' \) -not -path './bin/*' 2>/dev/null) cmd/avfs/avfs.1 go.mod go.sum $(shell find policies -type f 2>/dev/null)
+
+bin/avfs: $(SOURCES)
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o bin/avfs ./cmd/avfs
+
+# bin/avfs-replicate is avfs with vault replication linked in (Litestream,
+# the AWS SDK, a second SQLite): avfs hands `vault replicate` and `vault
+# restore` to it, so that avfs itself does not pay for them at every start
+# (cmd/avfs/replicate_cli.go).
+bin/avfs-replicate: $(SOURCES)
+	$(GO) build -trimpath -tags '$(TAGS) avfs_replicator' -ldflags '$(LDFLAGS)' -o bin/avfs-replicate ./cmd/avfs
 
 # deps installs the system packages the tests and benchmarks use (FUSE tools,
 # sqlite3, git, libtool for the real-tools tests, setpriv for the runs
@@ -39,6 +48,13 @@ deps:
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+	$(MAKE) bin/tools/versitygw
+
+# bin/tools/versitygw is the S3-compatible server the replication tests and
+# benchmark run on loopback (cmd/avfs/replicate_test.go), pinned in its own
+# module (tests/tools/go.mod) so that its dependencies stay out of avfs's.
+bin/tools/versitygw: tests/tools/go.mod tests/tools/go.sum
+	cd tests/tools && $(GO) build -o $(CURDIR)/bin/tools/versitygw github.com/versity/versitygw/cmd/versitygw
 
 test: lint test-rego test-corpus test-go test-python
 
@@ -84,7 +100,9 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags avfs_replicator ./cmd/avfs
 	$(GO) tool staticcheck $(PKGS)
+	$(GO) tool staticcheck -tags avfs_replicator ./cmd/avfs
 	$(GO) mod tidy -diff
 
 bench: build

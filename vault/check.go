@@ -344,14 +344,20 @@ func (v *Vault) GCWith(ctx context.Context, opt GCOptions) (GCResult, error) {
 		return res, err
 	}
 	step(2)
-	if _, err := v.db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
-		return res, storageErr("gc", err)
+	// A replicated vault's log is the replicator's (replica.go): VACUUM
+	// goes through it, the replicator copies it back.
+	if !v.replicated {
+		if _, err := v.db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+			return res, storageErr("gc", err)
+		}
 	}
 	if _, err := v.db.ExecContext(ctx, "VACUUM"); err != nil && !wire.HasCode(storageErr("gc", err), wire.CodeVaultBusy) {
 		return res, storageErr("gc", err)
 	}
 	step(3)
-	_, _ = v.db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)") // VACUUM wrote the whole file into the WAL
+	if !v.replicated {
+		_, _ = v.db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)") // VACUUM wrote the whole file into the WAL
+	}
 	after, _ := v.Info(ctx)
 	res.FileAfter = after.FileSize
 	step(gcSteps)

@@ -102,13 +102,14 @@ type ckptLoop struct {
 // walBoundBytes (why, the cost and the invariant: the comment at the head
 // of this file); the process serving a writer mount calls it. Close stops
 // it, letting a checkpoint under way finish, and closes its connection.
-// Calling it again, or on a closed or read-only Vault, is a no-op. A checkpoint that fails (busy, or the disk full) is
+// Calling it again, or on a closed, read-only or replicated Vault (its log is
+// the replicator's: replica.go), is a no-op. A checkpoint that fails (busy, or the disk full) is
 // kept for CheckpointerStatus and tried again after the next commit; it
 // never fails a write.
 func (v *Vault) StartCheckpointer() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.ckpt.Load() != nil || v.closed || v.readOnly {
+	if v.ckpt.Load() != nil || v.closed || v.readOnly || v.replicated {
 		return
 	}
 	l := &ckptLoop{kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}

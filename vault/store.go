@@ -154,8 +154,9 @@ func (s *Store) Use(ctx context.Context, name string) error {
 //     releases the registrations of a fork by that name in the other
 //     vaults (its file no longer says whose fork it was).
 //
-// It never removes anything but the vault's file, its -wal and -shm, and
-// the store's current-vault file.
+// It never removes anything but the vault's file, its -wal and -shm, its
+// replica mark and the replicator's local state beside it (replica.go),
+// and the store's current-vault file.
 func (s *Store) Delete(ctx context.Context, name string, force bool) error {
 	if err := ValidName(name); err != nil {
 		return err
@@ -242,13 +243,17 @@ func (s *Store) Delete(ctx context.Context, name string, force bool) error {
 	return nil
 }
 
-// removeFiles removes a vault file with its WAL and shared-memory files.
+// removeFiles removes a vault file with its WAL and shared-memory files,
+// its replica mark and the replicator's local state (replica.go).
 func removeFiles(path string) error {
 	var errs []error
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+	for _, p := range []string{path, path + "-wal", path + "-shm", ReplicaMarkPath(path), ReplicatorLockPath(path)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
+	}
+	if err := os.RemoveAll(LitestreamDir(path)); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -39,6 +39,9 @@ type Vault struct {
 	// readOnly is set when the vault was opened on a full file system
 	// (see openReadOnlyShm): every write fails with no_space.
 	readOnly bool
+	// replicated is set when the vault carried the replica mark when it
+	// was opened: its log is the replicator's (replica.go).
+	replicated bool
 
 	mu     sync.Mutex
 	parent *Vault // lazily opened parent of a fork (read-only use)
@@ -135,20 +138,29 @@ const mmapPragma = "PRAGMA mmap_size = 1073741824"
 // cacheSize is every connection's page cache: negative, in KiB (16 MB).
 const cacheSize = "-16000"
 
+// replicatedSuffix names the drivers of a vault with the replica mark:
+// the same settings, then replicatedConnectHook's.
+const replicatedSuffix = "-replicated"
+
 func init() {
-	register := func(name, mmap string) {
+	register := func(name, mmap string, replicated bool) {
 		sql.Register(name, &sqlite3.SQLiteDriver{
 			ConnectHook: func(c *sqlite3.SQLiteConn) error {
 				// Shrink the WAL back after checkpoints instead of keeping its
 				// largest size; checkpoint inline at walAutoCheckpointBytes
 				// of log, whatever the vault's page size.
 				_, err := c.Exec(fmt.Sprintf("PRAGMA journal_size_limit = 67108864; PRAGMA wal_autocheckpoint = %d; ", autoCheckpointPages(walAutoCheckpointBytes, connPageSize(c)))+mmap, nil)
+				if err == nil && replicated {
+					err = replicatedConnectHook(c)
+				}
 				return err
 			},
 		})
 	}
-	register(driverName, mmapPragma)
-	register(writerDriverName, "PRAGMA mmap_size = 0")
+	register(driverName, mmapPragma, false)
+	register(writerDriverName, "PRAGMA mmap_size = 0", false)
+	register(driverName+replicatedSuffix, mmapPragma, true)
+	register(writerDriverName+replicatedSuffix, "PRAGMA mmap_size = 0", true)
 }
 
 // connPageSize is the page size of c's main database, 0 when it cannot be
@@ -408,11 +420,15 @@ func open(path string, opts Options, shmReadOnly bool) (*Vault, error) {
 	if err := registerWALVFS(); err != nil {
 		return nil, wire.Errorf(wire.CodeInternal, "open vault: %w", err)
 	}
-	db, err := sql.Open(writerDriverName, dsn(abs, true))
+	writer, reader, replicated := writerDriverName, driverName, replicaMarked(abs)
+	if replicated {
+		writer, reader = writer+replicatedSuffix, reader+replicatedSuffix
+	}
+	db, err := sql.Open(writer, dsn(abs, true))
 	if err != nil {
 		return nil, storageErr("open vault", err)
 	}
-	rdb, err := sql.Open(driverName, dsnWith(abs, false, shmReadOnly))
+	rdb, err := sql.Open(reader, dsnWith(abs, false, shmReadOnly))
 	if err != nil {
 		db.Close()
 		return nil, storageErr("open vault", err)
@@ -422,7 +438,7 @@ func open(path string, opts Options, shmReadOnly bool) (*Vault, error) {
 	if opts.Actor == "" {
 		opts.Actor = defaultActor()
 	}
-	v := &Vault{path: abs, actor: opts.Actor, auditKey: bytes.Clone(opts.AuditKey), db: db, rdb: rdb, ws: newStmtCache(db), rs: newStmtCache(rdb), readOnly: shmReadOnly}
+	v := &Vault{path: abs, actor: opts.Actor, auditKey: bytes.Clone(opts.AuditKey), db: db, rdb: rdb, ws: newStmtCache(db), rs: newStmtCache(rdb), readOnly: shmReadOnly, replicated: replicated}
 	v.r = cq{c: v.rs}
 	return v, nil
 }

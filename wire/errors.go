@@ -47,6 +47,9 @@ const (
 	CodeConflict           Code = "conflict"              // the vault changed since what was asked for was computed (held changes, a preview); nothing applied
 	CodeMergeConflict      Code = "merge_conflict"        // vault merge found paths both vaults changed and no choice resolves; nothing was applied; details list them
 	CodeEffectsDenied      Code = "effects_denied"        // the effects policy did not allow a change set (vault merge): deny or require_approval; nothing was applied; details: decision, reasons
+	CodeReplicaUnavailable Code = "replica_unavailable"   // a vault's replica cannot be reached, read or written (no such bucket or directory, refused credentials, network); details: url (never credentials)
+	CodeReplicaEmpty       Code = "replica_empty"         // vault restore: the replica holds nothing at or before the time asked; details: url
+	CodeReplicaDamaged     Code = "replica_damaged"       // vault restore: the replica's files do not check out (checksum, missing link in the chain); nothing was restored; details: url
 	CodeInternal           Code = "internal"              // a bug or an unexpected storage failure
 )
 

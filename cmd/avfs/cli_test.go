@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 		os.Chmod(tmp, 0o755) // TestSandboxUnprivileged runs it as another user
 		avfsBin = filepath.Join(tmp, "avfs")
 		out, err := exec.Command("go", "build", "-o", avfsBin, ".").CombinedOutput()
+		if err == nil { // avfs-replicate beside it (replicate_cli.go)
+			out, err = exec.Command("go", "build", "-tags", "avfs_replicator", "-o", filepath.Join(tmp, "avfs-replicate"), ".").CombinedOutput()
+		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "build avfs: %v\n%s", err, out)
 			os.RemoveAll(tmp)

@@ -19,6 +19,8 @@ type config struct {
 	Proxy    proxyConfig    `json:"proxy"`
 	Approval approvalConfig `json:"approval"`
 	Sandbox  sandboxConfig  `json:"sandbox"`
+	// Replication is how vault replicas are reached (replicate.go).
+	Replication replicationConfig `json:"replication"`
 }
 
 // sandboxConfig is the "sandbox" section: how proxy exec holds commands
@@ -163,6 +165,9 @@ func loadConfig(home string) (config, error) {
 	}
 	if cfg.Approval.PublicKeyFile != "" {
 		cfg.Approval.PublicKeyFile = relativeTo(dir, cfg.Approval.PublicKeyFile)
+	}
+	if f := cfg.Replication.S3.CredentialsFile; f != "" {
+		cfg.Replication.S3.CredentialsFile = relativeTo(dir, f)
 	}
 	return cfg, nil
 }

@@ -85,6 +85,9 @@ func serveCommand(e *env) *cli.Command {
 			}
 			defer ln.Close()
 			logger.Printf("listening on %s (pid %d)", listen, os.Getpid())
+			// Vault replication (replicate.go): a replicator process per
+			// vault with a replica, stopped when serve stops.
+			defer startReplicators(c.Context, e, exe, poll, logger.Printf)()
 			return srv.Serve(c.Context, ln)
 		},
 	}

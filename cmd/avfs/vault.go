@@ -20,7 +20,7 @@ type checkResult struct {
 func vaultCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "vault",
-		Usage:     "create, list, select, fork, check and delete vaults",
+		Usage:     "create, list, select, fork, check, replicate, restore and delete vaults",
 		UsageText: "avfs vault COMMAND [options]\n\nexample: avfs vault create work --use",
 		Subcommands: []*cli.Command{
 			{
@@ -235,6 +235,8 @@ func vaultCommand(e *env) *cli.Command {
 					})
 				},
 			},
+			replicateCommand(e),
+			restoreCommand(e),
 			{
 				Name:      "check",
 				Usage:     "verify a vault's integrity (exit 1 with integrity_failed when not OK)",
