@@ -160,7 +160,7 @@ func replicateSection(ctx context.Context, cfg config) ([]section, error) {
 			replicatePoll, replicateIdleSamples, replicateRate, replicateLoad),
 		Header: []string{"replica", "lag, idle", "files/s achieved", "commit p50 / p99", "lag under load", "catch-up", "log, max"},
 		Rows:   rows,
-		Notes: []string{time.Now().UTC().Format("2006-01-02") + ": measured on a machine shared with other engineers' builds and tests (load average above 10 on 2 CPUs): absolute times are inflated, compare within the table.",
+		Notes: []string{"Load average when this section ended: " + loadAvg() + " (a busy machine inflates the lag and the commit times; compare within the table).",
 			"The lag is Litestream's: it looks at the log every second (`MonitorInterval`) and ships what it found; the position's timestamp is taken after it read the log, so a commit is counted as replicated by the first transaction stamped after it."},
 	}}, nil
 }
