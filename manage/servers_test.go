@@ -173,13 +173,7 @@ func publish(t *testing.T, root, rel string, tb testBundle) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// Written aside and renamed: nginx never serves half a bundle.
-	if err := os.WriteFile(path+".tmp", buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		t.Fatal(err)
-	}
+	serve(t, path, buf.Bytes())
 }
 
 // denyModule is a module of revision rev that denies every command with
